@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# Sets up everything dqntrader needs on a Debian 12 machine, from nothing:
+#   1. the Debian packages the build, the tests and (with --bench) the benchmark peers use;
+#   2. Kokkos 3.4.01 (and, for the OpenMP build, Kokkos Kernels 3.4.01) from Debian's
+#      trilinos 13.2.0 source package, patched (scripts/patches/) and installed into a
+#      cache prefix keyed by version, options and patch contents. A prefix that exists is
+#      reused, so a second run costs seconds.
+# Prints nothing on stdout but, with --print-prefix, the Kokkos prefix to configure with.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: scripts/bootstrap.sh [options]
+
+  --cuda             build Kokkos with the CUDA backend (plus OpenMP and Serial on the host)
+                     instead of the host-only OpenMP build; Kokkos Kernels is not needed there
+  --arch ARCH        CUDA architecture for --cuda (Kokkos name, default HOPPER90 = sm_90)
+  --deps-dir DIR     cache root (default $DQNTRADER_DEPS_DIR, else ~/.cache/dqntrader)
+  --no-apt           do not install Debian packages (check only that the tools exist)
+  --bench            also install the benchmark peers (python3-torch, python3-numpy, libopenblas0)
+  --jobs N           parallel build jobs (default 2)
+  --print-prefix     print the installed prefix (for CMAKE_PREFIX_PATH) on stdout at the end
+  -h, --help         this text
+
+The cache holds:
+  DIR/src/         the unpacked, unpatched kokkos and kokkos-kernels 3.4.01 sources
+  DIR/install/KEY  one installed prefix per configuration (Kokkos and Kokkos Kernels)
+EOF
+}
+
+backend=openmp
+arch=HOPPER90
+deps_dir=${DQNTRADER_DEPS_DIR:-${HOME}/.cache/dqntrader}
+use_apt=1
+bench=0
+jobs=2
+print_prefix=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cuda) backend=cuda ;;
+    --arch) arch=$2; shift ;;
+    --deps-dir) deps_dir=$2; shift ;;
+    --no-apt) use_apt=0 ;;
+    --bench) bench=1 ;;
+    --jobs) jobs=$2; shift ;;
+    --print-prefix) print_prefix=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "bootstrap: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+log() { echo "bootstrap: $*" >&2; }
+die() { echo "bootstrap: error: $*" >&2; exit 1; }
+
+trilinos_version=13.2.0
+trilinos_sha256=0ddb47784ba7b8a6b9a07a4822b33be508feb4ccd54301b2a5d10c9e54524b90
+kokkos_version=3.4.01
+
+# ---------------------------------------------------------------------------------------
+# 1. Debian packages
+# ---------------------------------------------------------------------------------------
+packages=(cmake ninja-build g++ make patch pkg-config libgtest-dev libbenchmark-dev
+          libopenblas-dev libcli11-dev nlohmann-json3-dev dpkg-dev)
+[ "$bench" = 1 ] && packages+=(python3-torch python3-numpy libopenblas0)
+
+missing_packages() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
+  done
+}
+
+if [ "$use_apt" = 1 ]; then
+  mapfile -t missing < <(missing_packages "${packages[@]}")
+  if [ ${#missing[@]} -gt 0 ]; then
+    sudo_cmd=()
+    [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+    log "installing Debian packages: ${missing[*]}"
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  fi
+else
+  for tool in cmake ninja g++ patch; do
+    command -v "$tool" >/dev/null || die "--no-apt given but '$tool' is not installed"
+  done
+fi
+
+# ---------------------------------------------------------------------------------------
+# 2. Kokkos and Kokkos Kernels sources from Debian's trilinos source package
+# ---------------------------------------------------------------------------------------
+src_dir=$deps_dir/src
+kokkos_src=$src_dir/kokkos-$kokkos_version
+kernels_src=$src_dir/kokkos-kernels-$kokkos_version
+
+# Writes a deb-src entry for bookworm for every bookworm 'deb' entry the machine already
+# has, with the same URIs, so no archive address is written anywhere but on this machine.
+derive_deb_src() {
+  local out=$1 f
+  : >"$out"
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk 'BEGIN { RS = ""; FS = "\n" }
+         {
+           uris = ""; suites = ""; comps = ""; signed = ""; types = ""
+           for (i = 1; i <= NF; i++) {
+             line = $i
+             if (line ~ /^[ \t]*#/) continue
+             key = line; sub(/:.*/, "", key)
+             val = line; sub(/^[^:]*:[ \t]*/, "", val)
+             if (key == "Types") types = val
+             if (key == "URIs") uris = val
+             if (key == "Suites") suites = val
+             if (key == "Components") comps = val
+             if (key == "Signed-By") signed = val
+           }
+           if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ / bookworm /) {
+             printf "deb-src [%s] %s bookworm %s\n", (signed != "" ? "signed-by=" signed : "trusted=no"), uris, comps
+           }
+         }' "$f" >>"$out"
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk '$1 == "deb" {
+           opts = ""; i = 2
+           if ($2 ~ /^\[/) { while ($i !~ /\]$/) { opts = opts $i " "; i++ } opts = opts $i " "; i++ }
+           uri = $i; suite = $(i + 1)
+           if (suite != "bookworm") next
+           comps = ""; for (j = i + 2; j <= NF; j++) comps = comps " " $j
+           printf "deb-src %s%s bookworm%s\n", opts, uri, comps
+         }' "$f" >>"$out"
+  done
+  sed -i 's/\[trusted=no\] //' "$out"
+  [ -s "$out" ] || die "no bookworm 'deb' entry found in the apt configuration to derive a deb-src entry from"
+}
+
+fetch_sources() {
+  local work=$deps_dir/apt
+  rm -rf "$work"
+  mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/download"
+  derive_deb_src "$work/sources.list"
+  local apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=$work/none"
+                  -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache"
+                  -o "APT::Sandbox::User=root" -o "Debug::NoLocking=1")
+  log "fetching the trilinos $trilinos_version source package (about 166 MB)"
+  apt-get "${apt_opts[@]}" update -qq >&2
+  (cd "$work/download" && apt-get "${apt_opts[@]}" source --download-only -qq trilinos >&2)
+  local orig=$work/download/trilinos_$trilinos_version.orig.tar.gz
+  [ -f "$orig" ] || die "apt-get source did not produce $orig"
+  local sum
+  sum=$(sha256sum "$orig" | cut -d' ' -f1)
+  [ "$sum" = "$trilinos_sha256" ] || die "SHA256 of $orig is $sum, expected $trilinos_sha256"
+  log "unpacking packages/kokkos and packages/kokkos-kernels"
+  local top=Trilinos-trilinos-release-${trilinos_version//./-}
+  local stage=$work/unpack
+  mkdir -p "$stage"
+  tar -xzf "$orig" -C "$stage" "$top/packages/kokkos" "$top/packages/kokkos-kernels"
+  mkdir -p "$src_dir"
+  rm -rf "$kokkos_src" "$kernels_src"
+  mv "$stage/$top/packages/kokkos" "$kokkos_src"
+  mv "$stage/$top/packages/kokkos-kernels" "$kernels_src"
+  rm -rf "$work"
+}
+
+if [ ! -f "$kokkos_src/CMakeLists.txt" ] || [ ! -f "$kernels_src/CMakeLists.txt" ]; then
+  fetch_sources
+fi
+grep -q "3.4.01" "$kokkos_src/master_history.txt" || die "$kokkos_src is not Kokkos $kokkos_version"
+
+# ---------------------------------------------------------------------------------------
+# 3. Build and install into a prefix keyed by version, options and patches
+# ---------------------------------------------------------------------------------------
+patch_hash=$(cat "$here"/patches/kokkos-*.patch | sha256sum | cut -c1-12)
+kokkos_opts=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON
+             -DKokkos_ENABLE_OPENMP=ON)
+if [ "$backend" = cuda ]; then
+  kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON "-DKokkos_ARCH_$arch=ON")
+  key=kokkos-$kokkos_version-cuda-$arch-$patch_hash
+else
+  key=kokkos-$kokkos_version-openmp-$patch_hash
+fi
+prefix=$deps_dir/install/$key
+build_root=$deps_dir/build/$key
+
+if [ -f "$prefix/.complete" ]; then
+  log "reusing $prefix"
+else
+  rm -rf "$build_root" "$prefix"
+  mkdir -p "$build_root"
+  log "patching Kokkos $kokkos_version"
+  cp -r "$kokkos_src" "$build_root/kokkos"
+  for p in "$here"/patches/kokkos-*.patch; do
+    patch -s -p1 -d "$build_root/kokkos" <"$p" || die "patch $(basename "$p") does not apply"
+  done
+  compiler=(-DCMAKE_CXX_COMPILER=g++)
+  if [ "$backend" = cuda ]; then
+    command -v nvcc >/dev/null || die "--cuda needs nvcc on PATH"
+    compiler=(-DCMAKE_CXX_COMPILER="$build_root/kokkos/bin/nvcc_wrapper")
+  fi
+  log "building Kokkos $kokkos_version ($backend) into $prefix"
+  start=$SECONDS
+  cmake -S "$build_root/kokkos" -B "$build_root/kokkos-build" -G Ninja "${compiler[@]}" \
+    "${kokkos_opts[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" >"$build_root/kokkos-configure.log" 2>&1 ||
+    { tail -n 40 "$build_root/kokkos-configure.log" >&2; die "configuring Kokkos failed"; }
+  cmake --build "$build_root/kokkos-build" -j "$jobs" >"$build_root/kokkos-build.log" 2>&1 ||
+    { tail -n 40 "$build_root/kokkos-build.log" >&2; die "building Kokkos failed"; }
+  cmake --install "$build_root/kokkos-build" >/dev/null
+  log "Kokkos built in $((SECONDS - start)) s"
+
+  if [ "$backend" = openmp ]; then
+    # The project calls KokkosBlas::gemm on float LayoutRight host views only, and that
+    # call goes to OpenBLAS through the BLAS TPL specialisation, which is instantiated in
+    # the caller. So no explicit instantiation is built at all.
+    log "building Kokkos Kernels $kokkos_version (BLAS TPL, no explicit instantiations)"
+    start=$SECONDS
+    cmake -S "$kernels_src" -B "$build_root/kernels-build" -G Ninja -DCMAKE_CXX_COMPILER=g++ \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ROOT="$prefix" \
+      -DCMAKE_INSTALL_PREFIX="$prefix" -DKokkosKernels_ENABLE_TPL_BLAS=ON \
+      -DKokkosKernels_INST_DOUBLE=OFF -DKokkosKernels_INST_FLOAT=OFF \
+      -DKokkosKernels_INST_COMPLEX_DOUBLE=OFF -DKokkosKernels_INST_COMPLEX_FLOAT=OFF \
+      -DKokkosKernels_INST_ORDINAL_INT=OFF -DKokkosKernels_INST_ORDINAL_INT64_T=OFF \
+      -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF \
+      -DKokkosKernels_INST_LAYOUTLEFT=OFF -DKokkosKernels_INST_LAYOUTRIGHT=OFF \
+      -DKokkosKernels_INST_EXECSPACE_SERIAL=OFF -DKokkosKernels_INST_EXECSPACE_OPENMP=OFF \
+      -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF \
+      >"$build_root/kernels-configure.log" 2>&1 ||
+      { tail -n 40 "$build_root/kernels-configure.log" >&2; die "configuring Kokkos Kernels failed"; }
+    cmake --build "$build_root/kernels-build" -j "$jobs" >"$build_root/kernels-build.log" 2>&1 ||
+      { tail -n 40 "$build_root/kernels-build.log" >&2; die "building Kokkos Kernels failed"; }
+    cmake --install "$build_root/kernels-build" >/dev/null
+    log "Kokkos Kernels built in $((SECONDS - start)) s"
+  fi
+  printf 'kokkos %s\nbackend %s\narch %s\npatches %s\n' "$kokkos_version" "$backend" \
+    "$([ "$backend" = cuda ] && echo "$arch" || echo host)" "$patch_hash" >"$prefix/.complete"
+  rm -rf "$build_root"
+fi
+
+[ "$print_prefix" = 1 ] && echo "$prefix"
+exit 0

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Run on the GPU machine over a copy of the tree (carry: [".carry"], prepared here by
+# scripts/device/prepare-carry.sh): builds patched Kokkos 3.4.01 with CUDA for sm_90 and
+# the CUDA variant, runs the whole test suite and the GEMM benchmark. Logs go to $OUT.
+#   scripts/device/cuda-suite.sh [all|test|bench]
+set -uo pipefail
+what=${1:-all}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+out=${OUT:-$root/out}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+jobs=$(nproc)
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  nvcc --version | tail -n 2
+  cmake --version | head -n 1
+  g++ --version | head -n 1
+} 2>&1 | tee "$out/machine.txt"
+
+start=$SECONDS
+prefix=$(scripts/bootstrap.sh --cuda --no-apt --deps-dir "$root/.carry/deps" --jobs "$jobs" \
+  --print-prefix 2> >(tee "$out/bootstrap.log" >&2)) || { echo "bootstrap failed"; exit 1; }
+echo "bootstrap: $((SECONDS - start)) s" | tee -a "$out/timings.txt"
+export KOKKOS_PREFIX=$prefix
+
+start=$SECONDS
+cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix;$root/.carry/debroot/usr" \
+  -DDQNTRADER_EXPECT_KOKKOS_VERSION=30401 >"$out/configure.log" 2>&1 ||
+  { tail -n 60 "$out/configure.log"; exit 1; }
+cmake --build --preset cuda -j "$jobs" >"$out/build.log" 2>&1 ||
+  { grep -E "error|Error" -A5 "$out/build.log" | head -n 80; exit 1; }
+echo "build: $((SECONDS - start)) s" | tee -a "$out/timings.txt"
+
+status=0
+if [ "$what" = all ] || [ "$what" = test ]; then
+  ctest --preset cuda --output-junit "$out/ctest.xml" >"$out/ctest.log" 2>&1 || status=1
+  build/cuda/tests/dqntrader_tests --gtest_output="json:$out/tests.json" >"$out/tests.log" 2>&1 || status=1
+  tail -n 30 "$out/tests.log"
+fi
+if [ "$what" = all ] || [ "$what" = bench ]; then
+  build/cuda/bench/dqntrader_bench_gemm --benchmark_min_time=0.2 \
+    --benchmark_out="$out/bench_gemm.json" --benchmark_out_format=json 2>&1 |
+    tee "$out/bench_gemm.txt" | tail -n 60
+fi
+exit $status

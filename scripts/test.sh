@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: sets up a fresh Debian 12 machine, builds, and runs the whole suite
+# (CTest). Exits non-zero on any failure.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+scripts/build.sh
+ctest --preset openmp
