@@ -83,7 +83,7 @@ if [ "$use_apt" = 1 ]; then
       apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
   fi
 else
-  for tool in cmake ninja g++ patch; do
+  for tool in cmake ninja g++; do
     command -v "$tool" >/dev/null || die "--no-apt given but '$tool' is not installed"
   done
 fi
@@ -192,7 +192,13 @@ else
   log "patching Kokkos $kokkos_version"
   cp -r "$kokkos_src" "$build_root/kokkos"
   for p in "$here"/patches/kokkos-*.patch; do
-    patch -s -p1 -d "$build_root/kokkos" <"$p" || die "patch $(basename "$p") does not apply"
+    if command -v patch >/dev/null; then
+      patch -s -p1 -d "$build_root/kokkos" <"$p" || die "patch $(basename "$p") does not apply"
+    else
+      # Without patch(1): make the tree its own repository so git applies paths relative to it.
+      [ -d "$build_root/kokkos/.git" ] || git -C "$build_root/kokkos" init -q
+      git -C "$build_root/kokkos" apply "$p" || die "patch $(basename "$p") does not apply"
+    fi
   done
   compiler=(-DCMAKE_CXX_COMPILER=g++)
   if [ "$backend" = cuda ]; then
