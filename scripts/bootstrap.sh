@@ -164,7 +164,9 @@ fetch_sources() {
   rm -rf "$work"
 }
 
-if [ ! -f "$kokkos_src/CMakeLists.txt" ] || [ ! -f "$kernels_src/CMakeLists.txt" ]; then
+# The CUDA build needs Kokkos only (see the Kokkos Kernels step below).
+if [ ! -f "$kokkos_src/CMakeLists.txt" ] ||
+  { [ "$backend" = openmp ] && [ ! -f "$kernels_src/CMakeLists.txt" ]; }; then
   fetch_sources
 fi
 grep -q "3.4.01" "$kokkos_src/master_history.txt" || die "$kokkos_src is not Kokkos $kokkos_version"
