@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Run on the GPU machine over a copy of the tree (carry: [".carry"], prepared here by
 # scripts/device/prepare-carry.sh): builds patched Kokkos 3.4.01 with CUDA for sm_90 and
-# the CUDA variant, runs the whole test suite and the GEMM benchmark. Logs go to $OUT.
-#   scripts/device/cuda-suite.sh [all|test|bench]
+# the CUDA variant, then runs the steps named (default: all of them). Logs go to $OUT.
+#   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer]
 set -uo pipefail
-what=${1:-all}
+steps=${*:-test gemm eval eval-peer}
+want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/out}
@@ -33,14 +34,26 @@ cmake --build --preset cuda -j "$jobs" >"$out/build.log" 2>&1 ||
 echo "build: $((SECONDS - start)) s" | tee -a "$out/timings.txt"
 
 status=0
-if [ "$what" = all ] || [ "$what" = test ]; then
+if want test; then
   ctest --preset cuda --output-junit "$out/ctest.xml" >"$out/ctest.log" 2>&1 || status=1
   build/cuda/tests/dqntrader_tests --gtest_output="json:$out/tests.json" >"$out/tests.log" 2>&1 || status=1
-  tail -n 30 "$out/tests.log"
+  grep -E "^\[  (PASSED|FAILED)|FAILED|Failure" "$out/tests.log" | head -n 40
 fi
-if [ "$what" = all ] || [ "$what" = bench ]; then
+if want gemm; then
   build/cuda/bench/dqntrader_bench_gemm --benchmark_min_time=0.2 \
-    --benchmark_out="$out/bench_gemm.json" --benchmark_out_format=json 2>&1 |
-    tee "$out/bench_gemm.txt" | tail -n 60
+    --benchmark_out="$out/bench_gemm.json" --benchmark_out_format=json >"$out/bench_gemm.txt" 2>&1
+  grep "gemm/" "$out/bench_gemm.txt"
+fi
+if want eval; then
+  build/cuda/bench/dqntrader_bench_eval --benchmark_filter='EVAL-1M' --benchmark_min_time=1 \
+    --benchmark_repetitions=3 --benchmark_out="$out/bench_eval.json" --benchmark_out_format=json \
+    >"$out/bench_eval.txt" 2>&1
+  grep "eval/" "$out/bench_eval.txt"
+fi
+if want eval-peer; then
+  for k in 1 64; do
+    PYTHONUNBUFFERED=1 python3 bench/peers/eval_peer.py --bars 1000000 --hidden 512,512,512 --policies $k \
+      --repeats $((k == 1 ? 10 : 2)) 2>&1 | tee -a "$out/eval_peer.jsonl"
+  done
 fi
 exit $status

@@ -1,11 +1,13 @@
-// The dqntrader command.
+// The dqntrader command. Exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 
 #include <exception>
 #include <iostream>
+#include <vector>
 
-#include "backends/gemm.hpp"
+#include "backends/execution.hpp"
+#include "dqntrader/cli/commands.hpp"
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/version.hpp"
@@ -16,13 +18,20 @@ constexpr int exit_ok = 0;
 constexpr int exit_runtime_failure = 1;
 constexpr int exit_bad_input = 2;
 
-void print_info(std::ostream& out) {
-  out << "dqntrader " << DQNTRADER_VERSION << " (" << DQNTRADER_GIT_REVISION << ")\n"
-      << "backend: " << dqntrader::gemm::backend_name() << "\n"
-      << "Kokkos: " << dqntrader::compat::kokkos_version_string() << ", execution space "
-      << dqntrader::ExecSpace::name() << ", concurrency " << dqntrader::ExecSpace().concurrency()
-      << "\n";
-  Kokkos::print_configuration(out, false);
+// Runs the chosen command between Kokkos::initialize and Kokkos::finalize, on an
+// execution-space instance of its own.
+void run(const dqntrader::compat::InitOptions& options, const dqntrader::cli::Command& command) {
+  dqntrader::compat::initialize(options);
+  try {
+    {
+      dqntrader::exec::StreamSpace stream;
+      command.run(stream.space());
+    }
+  } catch (...) {
+    Kokkos::finalize();
+    throw;
+  }
+  Kokkos::finalize();
 }
 
 }  // namespace
@@ -41,8 +50,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.require_subcommand(1);
 
-  CLI::App* info =
-      app.add_subcommand("info", "print the version, the backend and the Kokkos configuration");
+  const std::vector<dqntrader::cli::Command> commands = {
+      dqntrader::cli::add_info(app), dqntrader::cli::add_synth(app), dqntrader::cli::add_cache(app),
+      dqntrader::cli::add_backtest(app)};
 
   try {
     app.parse(argc, argv);
@@ -52,17 +62,11 @@ int main(int argc, char** argv) {
   }
 
   try {
-    dqntrader::compat::initialize(kokkos_options);
-    int status = exit_ok;
-    try {
-      if (info->parsed())
-        print_info(std::cout);
-    } catch (...) {
-      Kokkos::finalize();
-      throw;
+    for (const dqntrader::cli::Command& command : commands) {
+      if (command.app->parsed())
+        run(kokkos_options, command);
     }
-    Kokkos::finalize();
-    return status;
+    return exit_ok;
   } catch (const dqntrader::InputError& e) {
     std::cerr << "dqntrader: error: " << e.what() << "\n";
     return exit_bad_input;

@@ -55,6 +55,19 @@ inline std::string kokkos_version_string() {
          "." + (patch < 10 ? "0" : "") + std::to_string(patch);
 }
 
+/// Quiet NaN and infinity usable in kernels (std::numeric_limits is host-only under nvcc
+/// without relaxed constexpr).
+KOKKOS_INLINE_FUNCTION double quiet_nan() {
+  return bit_cast<double>(0x7ff8000000000000ull);
+}
+KOKKOS_INLINE_FUNCTION double infinity() {
+  return bit_cast<double>(0x7ff0000000000000ull);
+}
+KOKKOS_INLINE_FUNCTION bool is_nan(double x) {
+  return x != x;
+}
+constexpr double max_double = 1.7976931348623157e308;
+
 // Initialization settings: InitArguments up to 3.x, InitializationSettings from 3.7 on
 // (InitArguments was removed in 4.0).
 struct InitOptions {

@@ -1,0 +1,88 @@
+// CUDA: a stream per StreamSpace, CUDA graphs by stream capture.
+#include <cuda_runtime_api.h>
+
+#include <optional>
+
+#include "../execution.hpp"
+#include "cublas_handle.hpp"
+#include "dqntrader/core/error.hpp"
+
+namespace dqntrader::exec {
+
+struct StreamSpace::Impl {
+  cudaStream_t stream = nullptr;
+  std::optional<ExecSpace> space;
+  Impl() {
+    DQNTRADER_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    space.emplace(stream);
+  }
+  ~Impl() {
+    if (space)
+      space->fence();
+    space.reset();  // the Kokkos instance goes before its stream
+    if (stream != nullptr)
+      cudaStreamDestroy(stream);
+  }
+};
+
+StreamSpace::StreamSpace() : m_impl(std::make_unique<Impl>()) {}
+StreamSpace::~StreamSpace() = default;
+const ExecSpace& StreamSpace::space() const {
+  return *m_impl->space;
+}
+
+struct CapturedWork::Impl {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t instance = nullptr;
+  ~Impl() {
+    if (instance != nullptr)
+      cudaGraphExecDestroy(instance);
+    if (graph != nullptr)
+      cudaGraphDestroy(graph);
+  }
+};
+
+CapturedWork::CapturedWork() : m_impl(std::make_unique<Impl>()) {}
+CapturedWork::~CapturedWork() = default;
+
+void CapturedWork::capture(const ExecSpace& space, const std::function<void()>& enqueue) {
+  cudaStream_t stream = space.cuda_stream();
+  if (stream == nullptr) {
+    throw Error(
+        "graph capture needs an execution-space instance on a stream of its own "
+        "(exec::StreamSpace)");
+  }
+  if (m_impl->instance != nullptr) {
+    DQNTRADER_CUDA(cudaGraphExecDestroy(m_impl->instance));
+    m_impl->instance = nullptr;
+  }
+  if (m_impl->graph != nullptr) {
+    DQNTRADER_CUDA(cudaGraphDestroy(m_impl->graph));
+    m_impl->graph = nullptr;
+  }
+  // Relaxed: the work is warm, and Kokkos may still query (not change) device state.
+  DQNTRADER_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  try {
+    enqueue();
+  } catch (...) {
+    cudaGraph_t partial = nullptr;
+    cudaStreamEndCapture(stream, &partial);
+    if (partial != nullptr)
+      cudaGraphDestroy(partial);
+    throw;
+  }
+  DQNTRADER_CUDA(cudaStreamEndCapture(stream, &m_impl->graph));
+  DQNTRADER_CUDA(cudaGraphInstantiate(&m_impl->instance, m_impl->graph, 0));
+}
+
+void CapturedWork::replay(const ExecSpace& space) const {
+  if (m_impl->instance == nullptr)
+    throw Error("CapturedWork::replay before capture");
+  DQNTRADER_CUDA(cudaGraphLaunch(m_impl->instance, space.cuda_stream()));
+}
+
+bool CapturedWork::captured() const {
+  return m_impl->instance != nullptr;
+}
+
+}  // namespace dqntrader::exec

@@ -1,0 +1,51 @@
+// Execution-space instances and recorded work: the CUDA-only execution details behind one
+// interface. On CUDA a StreamSpace is a Kokkos::Cuda instance on a stream of its own (the
+// default stream cannot be captured) and CapturedWork is a CUDA graph made by stream
+// capture of everything enqueued there (Kokkos kernels and cuBLAS calls alike). On OpenMP a
+// StreamSpace is the default instance and CapturedWork simply runs the work again.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "dqntrader/core/types.hpp"
+
+namespace dqntrader::exec {
+
+class StreamSpace {
+ public:
+  StreamSpace();
+  ~StreamSpace();
+  StreamSpace(const StreamSpace&) = delete;
+  StreamSpace& operator=(const StreamSpace&) = delete;
+
+  const ExecSpace& space() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+class CapturedWork {
+ public:
+  CapturedWork();
+  ~CapturedWork();
+  CapturedWork(const CapturedWork&) = delete;
+  CapturedWork& operator=(const CapturedWork&) = delete;
+
+  /// Records what enqueue() puts on space. The work must be warm (run once before, so no
+  /// lazy initialisation happens), allocate nothing and never wait for the device. On CUDA,
+  /// space must be a StreamSpace's (or another instance on a non-default stream).
+  void capture(const ExecSpace& space, const std::function<void()>& enqueue);
+
+  /// Enqueues the recorded work on space; does not wait.
+  void replay(const ExecSpace& space) const;
+
+  bool captured() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace dqntrader::exec

@@ -1,0 +1,39 @@
+// OpenMP: there is nothing to capture; recorded work runs again on replay.
+#include "../execution.hpp"
+
+#include "dqntrader/core/error.hpp"
+
+namespace dqntrader::exec {
+
+struct StreamSpace::Impl {
+  ExecSpace space;
+};
+
+StreamSpace::StreamSpace() : m_impl(std::make_unique<Impl>()) {}
+StreamSpace::~StreamSpace() = default;
+const ExecSpace& StreamSpace::space() const {
+  return m_impl->space;
+}
+
+struct CapturedWork::Impl {
+  std::function<void()> work;
+};
+
+CapturedWork::CapturedWork() : m_impl(std::make_unique<Impl>()) {}
+CapturedWork::~CapturedWork() = default;
+
+void CapturedWork::capture(const ExecSpace&, const std::function<void()>& enqueue) {
+  m_impl->work = enqueue;
+}
+
+void CapturedWork::replay(const ExecSpace&) const {
+  if (!m_impl->work)
+    throw Error("CapturedWork::replay before capture");
+  m_impl->work();
+}
+
+bool CapturedWork::captured() const {
+  return static_cast<bool>(m_impl->work);
+}
+
+}  // namespace dqntrader::exec

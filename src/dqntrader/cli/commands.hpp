@@ -1,0 +1,28 @@
+// The dqntrader subcommands: each registers its options on the application and runs after
+// Kokkos is up.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "dqntrader/core/types.hpp"
+
+namespace dqntrader::cli {
+
+/// A parsed subcommand, ready to run on an execution space.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<void(const ExecSpace&)> run;
+};
+
+Command add_info(CLI::App& app);
+Command add_synth(CLI::App& app);
+Command add_cache(CLI::App& app);
+Command add_backtest(CLI::App& app);
+
+/// Writes text to path atomically (or to stdout for "-").
+void write_output(const std::string& path, const std::string& text);
+
+}  // namespace dqntrader::cli

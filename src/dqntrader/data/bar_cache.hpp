@@ -1,0 +1,37 @@
+// The binary bar cache (.dqnbars): what a CSV holds, stored so that loading is one read
+// per column and a checksum pass, with no parsing.
+//
+// Layout (little-endian):
+//   "DQNBARS\0"            8 bytes magic
+//   u32 version            currently 1
+//   u32 column count C
+//   u64 bar count N
+//   C x { u16 name length, name bytes, u8 kind (0 = int64, 1 = float64) }
+//   zero padding to a multiple of 8 bytes
+//   C x N x 8 bytes        the columns, one after another, in header order
+//   u64 checksum           Hasher64 over every byte before it
+// Columns: timestamp_ms (int64), open, high, low, close, then volume and ofi when present,
+// then the extra feature columns, all float64.
+#pragma once
+
+#include <string>
+
+#include "dqntrader/data/bars.hpp"
+
+namespace dqntrader::data {
+
+/// Writes bars atomically (temporary file, fsync, rename); throws Error on failure.
+void write_bar_cache(const std::string& path, const Bars& bars);
+
+/// Reads and verifies a cache: magic, version, sizes against the file size, the checksum,
+/// then the bar invariants. A truncated, corrupted or foreign file throws InputError.
+/// Extra columns the selection does not select are dropped.
+Bars read_bar_cache(const std::string& path, const ColumnSelection& selection = {});
+
+/// True when the path names a bar cache (by its ".dqnbars" extension).
+bool is_bar_cache_path(const std::string& path);
+
+/// Loads a CSV or a cache, chosen by the extension.
+Bars load_bars(const std::string& path, const ColumnSelection& selection = {});
+
+}  // namespace dqntrader::data

@@ -1,0 +1,42 @@
+// Market bars of one instrument, on the host, validated.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dqntrader::data {
+
+/// A numeric column beyond the required ones, used as a model feature.
+struct NamedColumn {
+  std::string name;
+  std::vector<double> values;
+};
+
+/// One instrument's bars in time order. Every Bars value that leaves a loader satisfies
+/// the invariants check_bars() enforces: prices > 0, low <= open, close <= high, finite
+/// numbers, strictly increasing timestamps.
+struct Bars {
+  std::string source;                      // file the bars came from (for messages)
+  std::vector<std::int64_t> timestamp_ms;  // UTC milliseconds since 1970-01-01
+  std::vector<double> open, high, low, close;
+  std::vector<double> volume;  // empty when the data has no volume column
+  std::vector<double> ofi;     // order-flow imbalance; empty when absent
+  std::vector<NamedColumn> extra;
+
+  std::size_t size() const { return close.size(); }
+  bool has_volume() const { return !volume.empty(); }
+  bool has_ofi() const { return !ofi.empty(); }
+};
+
+/// Which optional numeric columns a loader keeps as extra features: the named ones and
+/// every column whose name starts with one of the prefixes.
+struct ColumnSelection {
+  std::vector<std::string> names;
+  std::vector<std::string> prefixes;
+
+  bool selects(const std::string& column) const;
+};
+
+}  // namespace dqntrader::data

@@ -1,0 +1,351 @@
+#include "dqntrader/data/csv_reader.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/data/timestamp.hpp"
+#include "dqntrader/data/validate.hpp"
+#include "dqntrader/io/atomic_file.hpp"
+
+namespace dqntrader::data {
+
+namespace {
+
+struct Field {
+  std::string_view text;
+  std::size_t column;  // 1-based byte column in its line
+};
+
+std::string_view trim(std::string_view text, std::size_t& column) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+    text.remove_prefix(1);
+    ++column;
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+    text.remove_suffix(1);
+  if (text.size() >= 2 && text.front() == '"' && text.back() == '"') {
+    text = text.substr(1, text.size() - 2);
+    ++column;
+  }
+  return text;
+}
+
+void split(std::string_view line, std::vector<Field>& fields) {
+  fields.clear();
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = line.find(',', start);
+    const std::size_t end = comma == std::string_view::npos ? line.size() : comma;
+    std::size_t column = start + 1;
+    const std::string_view text = trim(line.substr(start, end - start), column);
+    fields.push_back(Field{text, column});
+    if (comma == std::string_view::npos)
+      break;
+    start = comma + 1;
+  }
+}
+
+class Reader {
+ public:
+  Reader(const std::string& path, const ColumnSelection& selection)
+      : m_path(path), m_selection(selection) {}
+
+  Bars read() {
+    const std::string content = slurp();
+    std::string_view text = content;
+    if (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0) {
+      text.remove_prefix(3);  // UTF-8 byte-order mark (invisible: columns count after it)
+    }
+    check_text(text);
+    std::size_t at = 0, line_number = 0;
+    bool header_seen = false;
+    std::vector<Field> fields;
+    while (at < text.size()) {
+      std::size_t end = text.find('\n', at);
+      if (end == std::string_view::npos)
+        end = text.size();
+      std::string_view line = text.substr(at, end - at);
+      if (!line.empty() && line.back() == '\r')
+        line.remove_suffix(1);
+      ++line_number;
+      at = end + 1;
+      if (line.find_first_not_of(" \t") == std::string_view::npos)
+        continue;
+      split(line, fields);
+      if (!header_seen) {
+        header(fields, line_number);
+        header_seen = true;
+      } else {
+        row(fields, line_number, line.size());
+      }
+    }
+    if (!header_seen)
+      fail(1, 1, "empty file: expected a header row naming the columns");
+    if (m_bars.size() == 0)
+      fail(line_number + 1, 1, "no data rows after the header");
+    return std::move(m_bars);
+  }
+
+ private:
+  [[noreturn]] void fail(std::size_t line, std::size_t column, const std::string& what) const {
+    throw InputError(m_path, line, column, what);
+  }
+
+  std::string slurp() {
+    std::ifstream in(m_path, std::ios::binary);
+    if (!in)
+      fail(0, 0, std::string("cannot open: ") + std::strerror(errno));
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad())
+      fail(0, 0, "read error");
+    return content;
+  }
+
+  // Rejects binary content before trying to make sense of it as rows.
+  void check_text(std::string_view text) const {
+    std::size_t line = 1, column = 1;
+    for (char c : text) {
+      const unsigned char u = static_cast<unsigned char>(c);
+      if (u == '\n') {
+        ++line;
+        column = 1;
+        continue;
+      }
+      if (u < 0x20 && u != '\t' && u != '\r') {
+        std::ostringstream what;
+        what << "binary data (byte 0x" << std::hex << static_cast<unsigned>(u)
+             << "): not a CSV text file";
+        fail(line, column, what.str());
+      }
+      ++column;
+    }
+  }
+
+  void header(const std::vector<Field>& fields, std::size_t line) {
+    m_names.clear();
+    for (const Field& f : fields) {
+      const std::string name(f.text);
+      if (name.empty())
+        fail(line, f.column, "empty column name in the header");
+      for (const std::string& seen : m_names) {
+        if (seen == name)
+          fail(line, f.column, "duplicated column '" + name + "'");
+      }
+      m_names.push_back(name);
+    }
+    auto find = [&](const char* name) -> std::optional<std::size_t> {
+      for (std::size_t i = 0; i < m_names.size(); ++i) {
+        if (m_names[i] == name)
+          return i;
+      }
+      return std::nullopt;
+    };
+    for (const char* required : {"timestamp", "open", "high", "low", "close"}) {
+      if (!find(required)) {
+        std::string found;
+        for (const std::string& n : m_names)
+          found += (found.empty() ? "" : ", ") + n;
+        fail(line, 1,
+             std::string("missing required column '") + required + "' (the header has: " + found +
+                 ")");
+      }
+    }
+    m_timestamp = *find("timestamp");
+    m_open = *find("open");
+    m_high = *find("high");
+    m_low = *find("low");
+    m_close = *find("close");
+    m_volume = find("volume");
+    m_ofi = find("ofi");
+    for (const std::string& wanted : m_selection.names) {
+      if (!find(wanted.c_str())) {
+        fail(line, 1, "selected feature column '" + wanted + "' is not in the header");
+      }
+    }
+    for (std::size_t i = 0; i < m_names.size(); ++i) {
+      const std::string& n = m_names[i];
+      const bool known = n == "timestamp" || n == "open" || n == "high" || n == "low" ||
+                         n == "close" || n == "volume" || n == "ofi";
+      if (!known && m_selection.selects(n)) {
+        m_extra_index.push_back(i);
+        m_bars.extra.push_back(NamedColumn{n, {}});
+      }
+    }
+    m_bars.source = m_path;
+  }
+
+  double number(const Field& f, std::size_t line, std::size_t column_index) const {
+    const std::string& name = m_names[column_index];
+    if (f.text.empty())
+      fail(line, f.column, "empty value in column '" + name + "'");
+    double value = 0.0;
+    const char* first = f.text.data();
+    const char* last = first + f.text.size();
+    if (*first == '+')
+      ++first;  // from_chars takes no leading '+'
+    const auto result = std::from_chars(first, last, value);
+    if (result.ec == std::errc::result_out_of_range) {
+      fail(line, f.column,
+           "number '" + std::string(f.text) + "' in column '" + name + "' is out of range");
+    }
+    if (result.ec != std::errc() || result.ptr != last) {
+      fail(line, f.column,
+           "cannot parse '" + std::string(f.text) + "' as a number in column '" + name + "'");
+    }
+    if (std::isnan(value))
+      fail(line, f.column, "NaN in column '" + name + "'");
+    if (std::isinf(value))
+      fail(line, f.column, "infinite value in column '" + name + "'");
+    if (std::fabs(value) > std::numeric_limits<float>::max()) {
+      fail(line, f.column,
+           "number '" + std::string(f.text) + "' in column '" + name +
+               "' overflows float (largest magnitude about 3.4e38)");
+    }
+    return value;
+  }
+
+  std::int64_t timestamp(const Field& f, std::size_t line) {
+    const std::string_view text = f.text;
+    if (text.empty())
+      fail(line, f.column, "empty timestamp");
+    const bool integer = text.find_first_not_of("0123456789") == std::string_view::npos;
+    TimestampForm form;
+    std::int64_t ms = 0;
+    if (integer) {
+      std::int64_t value = 0;
+      const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (result.ec != std::errc())
+        fail(line, f.column, "timestamp '" + std::string(text) + "' is out of range");
+      // 1e11 seconds lies in the year 5138: larger integers are milliseconds.
+      form = value >= 100000000000LL ? TimestampForm::epoch_milliseconds
+                                     : TimestampForm::epoch_seconds;
+      if (m_form && *m_form != TimestampForm::iso8601)
+        form = *m_form;  // the first row decides the unit
+      if (form == TimestampForm::epoch_seconds) {
+        if (value > std::numeric_limits<std::int64_t>::max() / 1000) {
+          fail(line, f.column, "timestamp '" + std::string(text) + "' is out of range");
+        }
+        ms = value * 1000;
+      } else {
+        ms = value;
+      }
+    } else {
+      const auto parsed = parse_iso8601_ms(text);
+      if (!parsed) {
+        fail(line, f.column,
+             "cannot parse timestamp '" + std::string(text) +
+                 "' (expected epoch seconds, epoch milliseconds or ISO-8601 "
+                 "such as 2024-01-31T14:30:00Z)");
+      }
+      form = TimestampForm::iso8601;
+      ms = *parsed;
+    }
+    if (!m_form) {
+      m_form = form;
+    } else if ((*m_form == TimestampForm::iso8601) != (form == TimestampForm::iso8601)) {
+      fail(line, f.column,
+           "timestamp '" + std::string(text) + "' mixes forms: earlier rows use " +
+               (*m_form == TimestampForm::iso8601 ? "ISO-8601" : "epoch numbers"));
+    }
+    return ms;
+  }
+
+  void row(const std::vector<Field>& fields, std::size_t line, std::size_t line_length) {
+    if (fields.size() != m_names.size()) {
+      std::ostringstream what;
+      what << "row has " << fields.size() << " fields, the header has " << m_names.size();
+      const std::size_t column =
+          fields.size() > m_names.size() ? fields[m_names.size()].column : line_length + 1;
+      fail(line, column, what.str());
+    }
+    const std::int64_t ms = timestamp(fields[m_timestamp], line);
+    if (!m_bars.timestamp_ms.empty() && ms <= m_bars.timestamp_ms.back()) {
+      fail(line, fields[m_timestamp].column,
+           ms == m_bars.timestamp_ms.back()
+               ? "duplicated timestamp '" + std::string(fields[m_timestamp].text) + "'"
+               : "timestamp '" + std::string(fields[m_timestamp].text) +
+                     "' is earlier than the previous row's: timestamps must increase");
+    }
+    const double open = number(fields[m_open], line, m_open);
+    const double high = number(fields[m_high], line, m_high);
+    const double low = number(fields[m_low], line, m_low);
+    const double close = number(fields[m_close], line, m_close);
+    const BarCheck check = check_bar(open, high, low, close);
+    if (check.problem != BarProblem::none) {
+      const std::size_t index = check.column == BarColumn::open   ? m_open
+                                : check.column == BarColumn::high ? m_high
+                                : check.column == BarColumn::low  ? m_low
+                                                                  : m_close;
+      fail(line, fields[index].column, describe(check));
+    }
+    m_bars.timestamp_ms.push_back(ms);
+    m_bars.open.push_back(open);
+    m_bars.high.push_back(high);
+    m_bars.low.push_back(low);
+    m_bars.close.push_back(close);
+    if (m_volume) {
+      const double volume = number(fields[*m_volume], line, *m_volume);
+      if (volume < 0.0)
+        fail(line, fields[*m_volume].column, "negative volume");
+      m_bars.volume.push_back(volume);
+    }
+    if (m_ofi)
+      m_bars.ofi.push_back(number(fields[*m_ofi], line, *m_ofi));
+    for (std::size_t e = 0; e < m_extra_index.size(); ++e) {
+      m_bars.extra[e].values.push_back(number(fields[m_extra_index[e]], line, m_extra_index[e]));
+    }
+  }
+
+  std::string m_path;
+  const ColumnSelection& m_selection;
+  std::vector<std::string> m_names;
+  std::size_t m_timestamp = 0, m_open = 0, m_high = 0, m_low = 0, m_close = 0;
+  std::optional<std::size_t> m_volume, m_ofi;
+  std::vector<std::size_t> m_extra_index;
+  std::optional<TimestampForm> m_form;
+  Bars m_bars;
+};
+
+}  // namespace
+
+Bars read_bars_csv(const std::string& path, const ColumnSelection& selection) {
+  return Reader(path, selection).read();
+}
+
+void write_bars_csv(const std::string& path, const Bars& bars) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "timestamp,open,high,low,close";
+  if (bars.has_volume())
+    out << ",volume";
+  if (bars.has_ofi())
+    out << ",ofi";
+  for (const NamedColumn& c : bars.extra)
+    out << "," << c.name;
+  out << "\n";
+  for (std::size_t i = 0; i < bars.size(); ++i) {
+    out << format_iso8601_ms(bars.timestamp_ms[i]) << "," << bars.open[i] << "," << bars.high[i]
+        << "," << bars.low[i] << "," << bars.close[i];
+    if (bars.has_volume())
+      out << "," << bars.volume[i];
+    if (bars.has_ofi())
+      out << "," << bars.ofi[i];
+    for (const NamedColumn& c : bars.extra)
+      out << "," << c.values[i];
+    out << "\n";
+  }
+  io::write_file_atomically(path, out.str());
+}
+
+}  // namespace dqntrader::data

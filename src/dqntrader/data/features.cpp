@@ -1,0 +1,265 @@
+#include "dqntrader/data/features.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/kokkos_compat.hpp"
+
+namespace dqntrader::data {
+
+std::size_t FeatureSpec::count() const {
+  return static_cast<std::size_t>(return_window) + 1 + static_cast<std::size_t>(ofi_window) +
+         extra.size();
+}
+
+std::size_t FeatureSpec::warmup() const {
+  return static_cast<std::size_t>(std::max({return_window, volatility_window, ofi_window - 1, 0}));
+}
+
+std::vector<std::string> FeatureSpec::names() const {
+  std::vector<std::string> names;
+  for (int j = 0; j < return_window; ++j)
+    names.push_back("ret_" + std::to_string(j));
+  names.push_back("vol");
+  for (int j = 0; j < ofi_window; ++j)
+    names.push_back("ofi_" + std::to_string(j));
+  names.insert(names.end(), extra.begin(), extra.end());
+  return names;
+}
+
+std::vector<FeatureSpec::Group> FeatureSpec::groups() const {
+  std::vector<Group> groups;
+  std::size_t at = 0;
+  groups.push_back({"returns", at, at + static_cast<std::size_t>(return_window)});
+  at += static_cast<std::size_t>(return_window);
+  groups.push_back({"volatility", at, at + 1});
+  at += 1;
+  if (ofi_window > 0) {
+    groups.push_back({"ofi", at, at + static_cast<std::size_t>(ofi_window)});
+    at += static_cast<std::size_t>(ofi_window);
+  }
+  if (!extra.empty())
+    groups.push_back({"extra", at, at + extra.size()});
+  return groups;
+}
+
+bool FeatureSpec::operator==(const FeatureSpec& other) const {
+  return return_window == other.return_window && volatility_window == other.volatility_window &&
+         ofi_window == other.ofi_window && extra == other.extra;
+}
+
+FeatureSpec resolve_features(const FeatureConfig& config, const Bars& bars) {
+  if (config.return_window < 1)
+    throw InputError("return window must be at least 1");
+  if (config.volatility_window < 2)
+    throw InputError("volatility window must be at least 2");
+  if (config.ofi_window < 0)
+    throw InputError("ofi window must not be negative");
+  FeatureSpec spec;
+  spec.return_window = config.return_window;
+  spec.volatility_window = config.volatility_window;
+  spec.ofi_window = bars.has_ofi() ? config.ofi_window : 0;
+  for (const NamedColumn& c : bars.extra)
+    spec.extra.push_back(c.name);
+  return spec;
+}
+
+void check_features_available(const FeatureSpec& spec, const Bars& bars, std::size_t min_bars) {
+  if (spec.ofi_window > 0 && !bars.has_ofi()) {
+    throw InputError(bars.source, 0, 0,
+                     "the model uses ofi features but the data has no 'ofi' column");
+  }
+  for (const std::string& name : spec.extra) {
+    const bool found = std::any_of(bars.extra.begin(), bars.extra.end(),
+                                   [&](const NamedColumn& c) { return c.name == name; });
+    if (!found) {
+      throw InputError(bars.source, 0, 0,
+                       "the model uses the column '" + name + "', which the data lacks");
+    }
+  }
+  if (bars.size() < spec.warmup() + min_bars) {
+    throw InputError(bars.source, 0, 0,
+                     "too few bars: " + std::to_string(bars.size()) +
+                         " given, the feature window needs " + std::to_string(spec.warmup()) +
+                         " before the first usable bar and " + std::to_string(min_bars) +
+                         " usable bars are needed");
+  }
+}
+
+namespace {
+
+template <class T>
+Kokkos::View<T*, DeviceMemory> upload(const ExecSpace& space, const std::vector<T>& values,
+                                      const std::string& label) {
+  Kokkos::View<T*, DeviceMemory> device(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label), values.size());
+  Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
+      values.data(), values.size());
+  Kokkos::deep_copy(space, device, host);
+  compat::fence(space, "dqntrader::data::upload: the host vector may go away after return");
+  return device;
+}
+
+// Sums of every column of x over rows [begin, end): of x, or of (x - mean)^2.
+struct ColumnSums {
+  using value_type = double[];
+  using size_type = std::size_t;
+  size_type value_count;
+  Matrix<const float> x;
+  std::size_t begin;
+  Kokkos::View<const double*, DeviceMemory> mean;  // empty: plain sums
+  bool squared;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, value_type sums) const {
+    const std::size_t row = begin + i;
+    for (size_type f = 0; f < value_count; ++f) {
+      const double v = x(row, f);
+      if (squared) {
+        const double d = v - mean(f);
+        sums[f] += d * d;
+      } else {
+        sums[f] += v;
+      }
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void init(value_type sums) const {
+    for (size_type f = 0; f < value_count; ++f)
+      sums[f] = 0.0;
+  }
+  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE value_type dst,
+                                   const DQNTRADER_JOIN_VOLATILE value_type src) const {
+    for (size_type f = 0; f < value_count; ++f)
+      dst[f] += src[f];
+  }
+};
+
+template <class T>
+Matrix<T> standardize(const ExecSpace& space, const Matrix<const float>& raw,
+                      const FeatureStats& stats, std::size_t warmup, const char* label) {
+  const std::size_t n = raw.extent(0), f_count = raw.extent(1);
+  std::vector<double> scale(f_count), shift(f_count);
+  for (std::size_t f = 0; f < f_count; ++f) {
+    scale[f] = 1.0 / stats.stdev[f];
+    shift[f] = stats.mean[f];
+  }
+  auto scale_d = upload(space, scale, "dqntrader::features::scale");
+  auto shift_d = upload(space, shift, "dqntrader::features::shift");
+  Matrix<T> out(Kokkos::view_alloc(space, std::string(label)), n, f_count);
+  Kokkos::parallel_for(
+      "dqntrader::features::standardize",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {warmup, std::size_t{0}},
+                                                        {n, f_count}),
+      KOKKOS_LAMBDA(const std::size_t t, const std::size_t f) {
+        store(out(t, f), static_cast<float>((raw(t, f) - shift_d(f)) * scale_d(f)));
+      });
+  compat::fence(space, "dqntrader::features::standardize: scale and shift are released on return");
+  return out;
+}
+
+// (Kernels live in free functions: CUDA allows no device lambda in a constructor.)
+Matrix<float> raw_features(const ExecSpace& space, const FeatureSpec& spec,
+                           const Kokkos::View<const double*, DeviceMemory>& close,
+                           const Kokkos::View<const double*, DeviceMemory>& ofi,
+                           const Kokkos::View<const double*, DeviceMemory>& extra) {
+  const std::size_t n = close.extent(0);
+  Kokkos::View<double*, DeviceMemory> log_return(
+      Kokkos::view_alloc(space, std::string("dqntrader::features::log_return")), n);
+  Kokkos::parallel_for(
+      "dqntrader::features::log_returns", Kokkos::RangePolicy<ExecSpace>(space, 1, n),
+      KOKKOS_LAMBDA(const std::size_t t) {
+        log_return(t) = compat::kmath::log(close(t) / close(t - 1));
+      });
+  const std::size_t f_count = spec.count();
+  Matrix<float> raw(Kokkos::view_alloc(space, std::string("dqntrader::features::raw")), n, f_count);
+  const int rw = spec.return_window, vw = spec.volatility_window, ow = spec.ofi_window;
+  const std::size_t extras = spec.extra.size();
+  Kokkos::parallel_for(
+      "dqntrader::features::raw", Kokkos::RangePolicy<ExecSpace>(space, spec.warmup(), n),
+      KOKKOS_LAMBDA(const std::size_t t) {
+        std::size_t f = 0;
+        for (int j = 0; j < rw; ++j)
+          raw(t, f++) = static_cast<float>(log_return(t - j));
+        double mean = 0.0;
+        for (int j = 0; j < vw; ++j)
+          mean += log_return(t - j);
+        mean /= vw;
+        double squares = 0.0;
+        for (int j = 0; j < vw; ++j) {
+          const double d = log_return(t - j) - mean;
+          squares += d * d;
+        }
+        raw(t, f++) = static_cast<float>(compat::kmath::sqrt(squares / (vw - 1)));
+        for (int j = 0; j < ow; ++j)
+          raw(t, f++) = static_cast<float>(ofi(t - j));
+        for (std::size_t e = 0; e < extras; ++e) {
+          raw(t, f++) = static_cast<float>(extra(t * extras + e));
+        }
+      });
+  compat::fence(space, "dqntrader::features::raw: log returns are released on return");
+  return raw;
+}
+
+}  // namespace
+
+FeatureSet::FeatureSet(const ExecSpace& space, const Bars& bars, const FeatureSpec& spec)
+    : m_space(space), m_spec(spec) {
+  check_features_available(spec, bars, 1);
+  const std::size_t n = bars.size();
+  m_close = upload(space, bars.close, "dqntrader::features::close");
+  if (spec.ofi_window > 0)
+    m_ofi = upload(space, bars.ofi, "dqntrader::features::ofi");
+  std::vector<double> extra_values(n * spec.extra.size());
+  for (std::size_t e = 0; e < spec.extra.size(); ++e) {
+    const auto column = std::find_if(bars.extra.begin(), bars.extra.end(),
+                                     [&](const NamedColumn& c) { return c.name == spec.extra[e]; });
+    for (std::size_t t = 0; t < n; ++t)
+      extra_values[t * spec.extra.size() + e] = column->values[t];
+  }
+  auto extra = upload(space, extra_values, "dqntrader::features::extra");
+
+  m_raw = raw_features(space, spec, m_close, m_ofi, extra);
+}
+
+FeatureStats FeatureSet::fit(std::size_t begin, std::size_t end) const {
+  const std::size_t f_count = m_spec.count();
+  begin = std::max(begin, m_spec.warmup());
+  if (end <= begin || end > bars()) {
+    throw InputError("feature statistics need a non-empty training window after the warm-up of " +
+                     std::to_string(m_spec.warmup()) + " bars");
+  }
+  const double count = static_cast<double>(end - begin);
+  FeatureStats stats;
+  stats.mean.assign(f_count, 0.0);
+  stats.stdev.assign(f_count, 0.0);
+  ColumnSums sums{f_count, m_raw, begin, {}, false};
+  Kokkos::parallel_reduce("dqntrader::features::column_sums",
+                          Kokkos::RangePolicy<ExecSpace>(m_space, 0, end - begin), sums,
+                          stats.mean.data());
+  for (double& m : stats.mean)
+    m /= count;
+  auto mean_d = upload(m_space, stats.mean, "dqntrader::features::mean");
+  ColumnSums squares{f_count, m_raw, begin, mean_d, true};
+  Kokkos::parallel_reduce("dqntrader::features::column_squares",
+                          Kokkos::RangePolicy<ExecSpace>(m_space, 0, end - begin), squares,
+                          stats.stdev.data());
+  for (double& s : stats.stdev) {
+    s = std::sqrt(s / count);
+    if (!(s > 0.0))
+      s = 1.0;
+  }
+  return stats;
+}
+
+Matrix<float> FeatureSet::standardized_float(const FeatureStats& stats) const {
+  return standardize<float>(m_space, m_raw, stats, m_spec.warmup(),
+                            "dqntrader::features::standardized");
+}
+
+Matrix<bf16> FeatureSet::standardized_bf16(const FeatureStats& stats) const {
+  return standardize<bf16>(m_space, m_raw, stats, m_spec.warmup(),
+                           "dqntrader::features::standardized");
+}
+
+}  // namespace dqntrader::data

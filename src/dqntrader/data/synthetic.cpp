@@ -1,0 +1,87 @@
+#include "dqntrader/data/synthetic.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/random.hpp"
+
+namespace dqntrader::data {
+
+namespace {
+
+struct Regime {
+  double drift, phi, sigma;
+};
+
+// trend up, trend down, mean reversion, volatility burst (daily-bar magnitudes)
+constexpr Regime regimes[] = {
+    {0.0008, 0.0, 0.009}, {-0.0008, 0.0, 0.009}, {0.0, -0.25, 0.007}, {0.0, 0.0, 0.03}};
+
+}  // namespace
+
+Bars generate_bars(const SynthConfig& config) {
+  if (config.bars < 2)
+    throw InputError("synthetic data needs at least 2 bars");
+  if (!(config.ofi_signal >= 0.0 && config.ofi_signal <= 1.0)) {
+    throw InputError("ofi signal must lie in [0, 1]");
+  }
+  if (!(config.persistence >= 0.0 && config.persistence <= 1.0)) {
+    throw InputError("regime persistence must lie in [0, 1]");
+  }
+  if (!(config.jump_probability >= 0.0 && config.jump_probability <= 1.0)) {
+    throw InputError("jump probability must lie in [0, 1]");
+  }
+  if (!(config.initial_price > 0.0))
+    throw InputError("initial price must be positive");
+  if (config.interval_ms <= 0)
+    throw InputError("bar interval must be positive");
+
+  HostRng rng(config.seed);
+  const std::size_t n = config.bars;
+  Bars bars;
+  bars.source = "synthetic(seed=" + std::to_string(config.seed) + ")";
+  bars.timestamp_ms.resize(n);
+  bars.open.resize(n);
+  bars.high.resize(n);
+  bars.low.resize(n);
+  bars.close.resize(n);
+  bars.volume.resize(n);
+  bars.ofi.resize(n);
+
+  const double rho = config.ofi_signal;
+  const double noise_weight = std::sqrt(1.0 - rho * rho);
+  int regime = static_cast<int>(rng.below(4));
+  double previous_return = 0.0;
+  double previous_close = config.initial_price;
+  double shock = rng.normal();  // e(t+1) for the bar about to be made
+  for (std::size_t t = 0; t < n; ++t) {
+    const Regime& r = regimes[regime];
+    // Bar t closes with the return drawn for it; ofi(t) looks at the shock of bar t+1.
+    double log_return = t == 0 ? 0.0 : r.drift + r.phi * previous_return + r.sigma * shock;
+    if (t > 0 && rng.uniform() < config.jump_probability)
+      log_return += config.jump_scale * rng.normal();
+    log_return = std::clamp(log_return, -0.5, 0.5);
+    const double close = previous_close * std::exp(log_return);
+    const double open = previous_close * std::exp(0.1 * r.sigma * rng.normal());
+    const double top = std::max(open, close), bottom = std::min(open, close);
+    bars.open[t] = open;
+    bars.close[t] = close;
+    bars.high[t] = top * std::exp(0.5 * r.sigma * std::fabs(rng.normal()));
+    bars.low[t] = bottom * std::exp(-0.5 * r.sigma * std::fabs(rng.normal()));
+    bars.volume[t] = 1e6 * (regime == 3 ? 3.0 : 1.0) * std::exp(0.4 * rng.normal());
+    bars.timestamp_ms[t] = config.start_ms + static_cast<std::int64_t>(t) * config.interval_ms;
+
+    if (rng.uniform() > config.persistence) {
+      regime = (regime + 1 + static_cast<int>(rng.below(3))) % 4;
+    }
+    const double next_shock = rng.normal();
+    bars.ofi[t] = rho * next_shock + noise_weight * rng.normal();
+    shock = next_shock;
+    previous_return = log_return;
+    previous_close = close;
+  }
+  return bars;
+}
+
+}  // namespace dqntrader::data

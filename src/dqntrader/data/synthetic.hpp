@@ -1,0 +1,34 @@
+// Synthetic bars with a planted, learnable signal: the built-in default data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dqntrader/data/bars.hpp"
+
+namespace dqntrader::data {
+
+/// Price paths switch between four regimes (a Markov chain that stays put with
+/// probability `persistence` per bar): trend up, trend down, mean reversion, volatility
+/// burst; jumps arrive at random on top. The log return of bar t+1 is
+///   r(t+1) = drift + phi * r(t) + sigma * e(t+1) + jump,
+/// and the order-flow imbalance published with bar t is
+///   ofi(t) = rho * e(t+1) + sqrt(1 - rho^2) * n(t),   n, e independent N(0, 1),
+/// so ofi(t) predicts the next bar's shock with correlation rho (ofi_signal): real, but
+/// noisy. Volume is log-normal and rises in volatility bursts.
+struct SynthConfig {
+  std::size_t bars = 20000;
+  std::uint64_t seed = 1;
+  std::int64_t start_ms = 946857600000;  // 2000-01-03T00:00:00Z
+  std::int64_t interval_ms = 86400000;   // one bar a day
+  double initial_price = 100.0;
+  double ofi_signal = 0.3;
+  double persistence = 0.985;
+  double jump_probability = 0.004;
+  double jump_scale = 0.04;
+};
+
+/// Generates bars; the same config gives the same bars on every machine.
+Bars generate_bars(const SynthConfig& config);
+
+}  // namespace dqntrader::data

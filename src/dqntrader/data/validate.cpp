@@ -1,0 +1,105 @@
+#include "dqntrader/data/validate.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/data/timestamp.hpp"
+
+namespace dqntrader::data {
+
+BarCheck check_bar(double open, double high, double low, double close) {
+  BarCheck check{BarProblem::none, BarColumn::close, open, high, low, close};
+  const double prices[] = {open, high, low, close};
+  const BarColumn columns[] = {BarColumn::open, BarColumn::high, BarColumn::low, BarColumn::close};
+  for (int i = 0; i < 4; ++i) {
+    if (!(prices[i] > 0.0)) {
+      check.problem = BarProblem::nonpositive_price;
+      check.column = columns[i];
+      return check;
+    }
+  }
+  if (high < low) {
+    check.problem = BarProblem::high_below_low;
+    check.column = BarColumn::high;
+  } else if (open < low || open > high) {
+    check.problem = BarProblem::open_outside_range;
+    check.column = BarColumn::open;
+  } else if (close < low || close > high) {
+    check.problem = BarProblem::close_outside_range;
+    check.column = BarColumn::close;
+  }
+  return check;
+}
+
+std::string describe(const BarCheck& c) {
+  std::ostringstream out;
+  out.precision(10);
+  switch (c.problem) {
+    case BarProblem::none:
+      return "bar is valid";
+    case BarProblem::nonpositive_price: {
+      const char* names[] = {"open", "high", "low", "close"};
+      const double values[] = {c.open, c.high, c.low, c.close};
+      const int i = static_cast<int>(c.column);
+      out << names[i] << " price " << values[i] << " is not positive";
+      break;
+    }
+    case BarProblem::high_below_low:
+      out << "high " << c.high << " is below low " << c.low;
+      break;
+    case BarProblem::open_outside_range:
+      out << "open " << c.open << " lies outside [low, high] = [" << c.low << ", " << c.high << "]";
+      break;
+    case BarProblem::close_outside_range:
+      out << "close " << c.close << " lies outside [low, high] = [" << c.low << ", " << c.high
+          << "]";
+      break;
+  }
+  return out.str();
+}
+
+void check_bars(const Bars& bars) {
+  const std::size_t n = bars.size();
+  auto fail = [&](std::size_t i, const std::string& what) {
+    std::ostringstream out;
+    out << "bar " << i;
+    if (i < bars.timestamp_ms.size())
+      out << " (" << format_iso8601_ms(bars.timestamp_ms[i]) << ")";
+    out << ": " << what;
+    throw InputError(bars.source, 0, 0, out.str());
+  };
+  if (bars.timestamp_ms.size() != n || bars.open.size() != n || bars.high.size() != n ||
+      bars.low.size() != n || (bars.has_volume() && bars.volume.size() != n) ||
+      (bars.has_ofi() && bars.ofi.size() != n)) {
+    throw InputError(bars.source, 0, 0, "columns have different lengths");
+  }
+  for (const NamedColumn& column : bars.extra) {
+    if (column.values.size() != n) {
+      throw InputError(bars.source, 0, 0, "column '" + column.name + "' has a different length");
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    for (double v : {bars.open[i], bars.high[i], bars.low[i], bars.close[i]}) {
+      if (!std::isfinite(v))
+        fail(i, "non-finite price");
+    }
+    const BarCheck check = check_bar(bars.open[i], bars.high[i], bars.low[i], bars.close[i]);
+    if (check.problem != BarProblem::none)
+      fail(i, describe(check));
+    if (i > 0 && bars.timestamp_ms[i] <= bars.timestamp_ms[i - 1]) {
+      fail(i, "timestamps must increase strictly");
+    }
+    if (bars.has_ofi() && !std::isfinite(bars.ofi[i]))
+      fail(i, "non-finite ofi");
+    if (bars.has_volume() && !(bars.volume[i] >= 0.0 && std::isfinite(bars.volume[i]))) {
+      fail(i, "volume must be finite and not negative");
+    }
+    for (const NamedColumn& column : bars.extra) {
+      if (!std::isfinite(column.values[i]))
+        fail(i, "non-finite value in '" + column.name + "'");
+    }
+  }
+}
+
+}  // namespace dqntrader::data

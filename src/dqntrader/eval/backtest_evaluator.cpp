@@ -1,0 +1,114 @@
+#include "dqntrader/eval/backtest_evaluator.hpp"
+
+#include <string>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/kokkos_compat.hpp"
+
+namespace dqntrader::eval {
+
+namespace {
+ParameterRows as_rows(const Parameters& parameters) {
+  return ParameterRows(parameters.data(), 1, parameters.extent(0));
+}
+}  // namespace
+
+BacktestEvaluator::BacktestEvaluator(const ExecSpace& space, const data::FeatureSet& features,
+                                     const data::FeatureStats& stats, const nn::NetworkSpec& spec,
+                                     BarRange window, const BacktestConfig& config,
+                                     std::size_t max_policies)
+    : m_space(space),
+      m_window(window),
+      m_parameter_count(nn::ParameterLayout(spec).size()),
+      m_policy(space, spec, config.precision, features, stats, max_policies, config.chunk_bars,
+               window.returns(), config.flat_index()),
+      m_metrics(space, features.close(), config, window.returns()),
+      m_results(Kokkos::view_alloc(space, std::string("dqntrader::eval::results")), max_policies),
+      m_graph_parameters(
+          Kokkos::view_alloc(space, std::string("dqntrader::eval::graph_parameters")),
+          m_parameter_count) {
+  validate(config);
+  if (spec.positions != config.positions.size()) {
+    throw InputError("the network has " + std::to_string(spec.positions) +
+                     " positions, the backtest " + std::to_string(config.positions.size()));
+  }
+  if (window.begin < features.spec().warmup() || window.end > features.bars() ||
+      window.end < window.begin + 2) {
+    throw InputError("evaluation window [" + std::to_string(window.begin) + ", " +
+                     std::to_string(window.end) +
+                     ") must hold at least 2 bars, start at or after the feature warm-up (" +
+                     std::to_string(features.spec().warmup()) + ") and end by the last bar (" +
+                     std::to_string(features.bars()) + ")");
+  }
+}
+
+void BacktestEvaluator::check(const BarRange& range) const {
+  if (range.begin < m_window.begin || range.end > m_window.end || range.end < range.begin + 2) {
+    throw InputError("window [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                     ") lies outside the evaluator's [" + std::to_string(m_window.begin) + ", " +
+                     std::to_string(m_window.end) + ") or holds fewer than 2 bars");
+  }
+}
+
+WindowMetrics BacktestEvaluator::fetch(std::size_t slot) {
+  auto host = Kokkos::create_mirror_view(m_results);
+  Kokkos::deep_copy(m_space, host, m_results);
+  compat::fence(m_space, "dqntrader::eval: the host needs the metrics");
+  return host(slot);
+}
+
+WindowMetrics BacktestEvaluator::evaluate(const Parameters& parameters) {
+  return evaluate_many(as_rows(parameters)).front();
+}
+
+std::vector<WindowMetrics> BacktestEvaluator::evaluate_many(const ParameterRows& parameters) {
+  const std::size_t n = m_window.returns();
+  m_policy.enqueue(m_space, parameters, m_window.begin, n);
+  for (std::size_t k = 0; k < parameters.extent(0); ++k) {
+    m_metrics.enqueue(m_space, m_window.begin, m_policy.path(k, n), m_results, k);
+  }
+  auto host = Kokkos::create_mirror_view(m_results);
+  Kokkos::deep_copy(m_space, host, m_results);
+  compat::fence(m_space, "dqntrader::eval: the host needs the metrics");
+  return std::vector<WindowMetrics>(host.data(), host.data() + parameters.extent(0));
+}
+
+std::vector<WindowMetrics> BacktestEvaluator::walk_forward(const Parameters& parameters,
+                                                           const std::vector<BarRange>& windows) {
+  std::vector<WindowMetrics> metrics;
+  for (const BarRange& range : windows) {
+    check(range);
+    m_policy.enqueue(m_space, as_rows(parameters), range.begin, range.returns());
+    m_metrics.enqueue(m_space, range.begin, m_policy.path(0, range.returns()), m_results, 0);
+    metrics.push_back(fetch(0));
+  }
+  return metrics;
+}
+
+WindowMetrics BacktestEvaluator::evaluate_graphed(const Parameters& parameters) {
+  if (parameters.extent(0) != m_parameter_count) {
+    throw InputError("parameter vector holds " + std::to_string(parameters.extent(0)) +
+                     " values, the network has " + std::to_string(m_parameter_count));
+  }
+  Kokkos::deep_copy(m_space, m_graph_parameters, parameters);
+  const std::size_t n = m_window.returns();
+  auto work = [this, n] {
+    m_policy.enqueue(m_space, as_rows(m_graph_parameters), m_window.begin, n);
+    m_metrics.enqueue(m_space, m_window.begin, m_policy.path(0, n), m_results, 0);
+  };
+  if (!m_graph.captured()) {
+    work();  // warm every kernel and library path before recording
+    compat::fence(m_space, "dqntrader::eval: warm-up must finish before graph capture");
+    m_graph.capture(m_space, work);
+  }
+  m_graph.replay(m_space);
+  return fetch(0);
+}
+
+PathDetail BacktestEvaluator::path_detail(const Parameters& parameters) {
+  const std::size_t n = m_window.returns();
+  m_policy.enqueue(m_space, as_rows(parameters), m_window.begin, n);
+  return m_metrics.detail(m_space, m_window.begin, m_policy.path(0, n));
+}
+
+}  // namespace dqntrader::eval

@@ -1,0 +1,70 @@
+// BacktestEvaluator: Q-networks -> decisions -> positions -> PnL -> WindowMetrics, all on
+// the device; the validation window is uploaded once and the buffers live as long as the
+// evaluator. Only WindowMetrics (a few numbers per policy) cross to the host, unless a
+// caller asks for the per-bar path of one policy.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/execution.hpp"
+#include "dqntrader/data/features.hpp"
+#include "dqntrader/eval/backtest_config.hpp"
+#include "dqntrader/eval/metrics_engine.hpp"
+#include "dqntrader/eval/q_policy.hpp"
+#include "dqntrader/eval/window_metrics.hpp"
+#include "dqntrader/nn/network_spec.hpp"
+
+namespace dqntrader::eval {
+
+/// One policy's flat parameters (nn::ParameterLayout), in device memory.
+using Parameters = Kokkos::View<const float*, DeviceMemory>;
+
+class BacktestEvaluator {
+ public:
+  /// window: the bars evaluated (features must be defined there: window.begin >=
+  /// features.spec().warmup()); stats: the training-window feature statistics;
+  /// max_policies: the most weight sets one evaluate_many call may pass.
+  BacktestEvaluator(const ExecSpace& space, const data::FeatureSet& features,
+                    const data::FeatureStats& stats, const nn::NetworkSpec& spec, BarRange window,
+                    const BacktestConfig& config, std::size_t max_policies = 1);
+
+  /// Metrics of one policy on the window. Waits for the result.
+  WindowMetrics evaluate(const Parameters& parameters);
+
+  /// Metrics of parameters.extent(0) policies (one parameter vector per row), evaluated
+  /// together: every layer runs as one strided-batched product over the policies.
+  std::vector<WindowMetrics> evaluate_many(const ParameterRows& parameters);
+
+  /// Metrics of one policy on each of several windows inside this evaluator's window, each
+  /// starting flat.
+  std::vector<WindowMetrics> walk_forward(const Parameters& parameters,
+                                          const std::vector<BarRange>& windows);
+
+  /// evaluate(), recorded on first use and replayed after: the parameters are copied
+  /// device-to-device into the recorded input, the whole evaluation replays as one CUDA
+  /// graph, and the metrics come back. On OpenMP this is evaluate(). space must be the
+  /// instance the evaluator was built with, on a stream of its own (exec::StreamSpace).
+  WindowMetrics evaluate_graphed(const Parameters& parameters);
+
+  /// Equity curve, positions and per-bar returns of one policy (host copies).
+  PathDetail path_detail(const Parameters& parameters);
+
+  const BarRange& window() const { return m_window; }
+  const BacktestConfig& config() const { return m_metrics.config(); }
+
+ private:
+  WindowMetrics fetch(std::size_t slot);
+  void check(const BarRange& range) const;
+
+  ExecSpace m_space;
+  BarRange m_window;
+  std::size_t m_parameter_count;
+  QPolicy m_policy;
+  MetricsEngine m_metrics;
+  Kokkos::View<WindowMetrics*, DeviceMemory> m_results;
+  Kokkos::View<float*, DeviceMemory> m_graph_parameters;
+  exec::CapturedWork m_graph;
+};
+
+}  // namespace dqntrader::eval

@@ -1,0 +1,92 @@
+#include "dqntrader/eval/path_evaluator.hpp"
+
+#include <string>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/kokkos_compat.hpp"
+
+namespace dqntrader::eval {
+
+PathEvaluator::PathEvaluator(const ExecSpace& space,
+                             Kokkos::View<const double*, DeviceMemory> close,
+                             const BacktestConfig& config, std::size_t max_returns)
+    : m_space(space),
+      m_metrics(space, close, config, max_returns),
+      m_result(Kokkos::view_alloc(space, std::string("dqntrader::eval::path_result")), 1) {}
+
+WindowMetrics PathEvaluator::evaluate(std::size_t begin,
+                                      const Kokkos::View<const std::int8_t*, DeviceMemory>& path) {
+  m_metrics.enqueue(m_space, begin, path, m_result, 0);
+  auto host = Kokkos::create_mirror_view(m_result);
+  Kokkos::deep_copy(m_space, host, m_result);
+  compat::fence(m_space, "dqntrader::eval: the host needs the metrics");
+  return host(0);
+}
+
+PathDetail PathEvaluator::detail(std::size_t begin,
+                                 const Kokkos::View<const std::int8_t*, DeviceMemory>& path) {
+  return m_metrics.detail(m_space, begin, path);
+}
+
+BuiltinPolicy parse_builtin_policy(const std::string& name) {
+  if (name == "buy-and-hold")
+    return BuiltinPolicy::buy_and_hold;
+  if (name == "flat")
+    return BuiltinPolicy::flat;
+  if (name == "sign-of-ofi")
+    return BuiltinPolicy::sign_of_ofi;
+  throw InputError("unknown policy '" + name + "' (expected buy-and-hold, flat or sign-of-ofi)");
+}
+
+const char* to_string(BuiltinPolicy policy) {
+  switch (policy) {
+    case BuiltinPolicy::buy_and_hold:
+      return "buy-and-hold";
+    case BuiltinPolicy::flat:
+      return "flat";
+    case BuiltinPolicy::sign_of_ofi:
+      return "sign-of-ofi";
+  }
+  return "unknown";
+}
+
+namespace {
+int index_of(const BacktestConfig& config, double position, BuiltinPolicy policy) {
+  for (std::size_t i = 0; i < config.positions.size(); ++i) {
+    if (config.positions[i] == position)
+      return static_cast<int>(i);
+  }
+  throw InputError(std::string("policy ") + to_string(policy) + " holds position " +
+                   std::to_string(position) + ", which the positions do not include");
+}
+}  // namespace
+
+Kokkos::View<std::int8_t*, DeviceMemory> builtin_path(const ExecSpace& space, BuiltinPolicy policy,
+                                                      Kokkos::View<const double*, DeviceMemory> ofi,
+                                                      const BarRange& window,
+                                                      const BacktestConfig& config) {
+  const std::size_t n = window.returns(), begin = window.begin;
+  Kokkos::View<std::int8_t*, DeviceMemory> path(
+      Kokkos::view_alloc(space, std::string("dqntrader::eval::builtin_path")), n);
+  const std::int8_t flat = static_cast<std::int8_t>(index_of(config, 0.0, policy));
+  if (policy == BuiltinPolicy::sign_of_ofi) {
+    if (ofi.extent(0) == 0)
+      throw InputError("policy sign-of-ofi needs an 'ofi' column in the data");
+    const std::int8_t long_index = static_cast<std::int8_t>(index_of(config, 1.0, policy));
+    const std::int8_t short_index = static_cast<std::int8_t>(index_of(config, -1.0, policy));
+    Kokkos::parallel_for(
+        "dqntrader::eval::sign_of_ofi", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+        KOKKOS_LAMBDA(const std::size_t i) {
+          const double x = ofi(begin + i);
+          path(i) = x > 0.0 ? long_index : (x < 0.0 ? short_index : flat);
+        });
+  } else {
+    const std::int8_t held = policy == BuiltinPolicy::flat
+                                 ? flat
+                                 : static_cast<std::int8_t>(index_of(config, 1.0, policy));
+    Kokkos::deep_copy(space, path, held);
+  }
+  return path;
+}
+
+}  // namespace dqntrader::eval

@@ -1,0 +1,449 @@
+#include "dqntrader/eval/q_policy.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backends/gemm.hpp"
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/for_each_cell.hpp"
+#include "dqntrader/core/kokkos_compat.hpp"
+
+namespace dqntrader::eval {
+
+namespace {
+
+using gemm::Op;
+
+// A position map on at most 8 positions: entry i (4 bits at 4i) is where incoming
+// position i goes.
+KOKKOS_INLINE_FUNCTION std::uint32_t identity_map(int positions) {
+  std::uint32_t m = 0;
+  for (int i = 0; i < positions; ++i)
+    m |= static_cast<std::uint32_t>(i) << (4 * i);
+  return m;
+}
+
+// The map "first, then second".
+KOKKOS_INLINE_FUNCTION std::uint32_t then(std::uint32_t first, std::uint32_t second,
+                                          int positions) {
+  std::uint32_t m = 0;
+  for (int i = 0; i < positions; ++i) {
+    const std::uint32_t middle = (first >> (4 * i)) & 15u;
+    m |= ((second >> (4 * middle)) & 15u) << (4 * i);
+  }
+  return m;
+}
+
+struct PathScan {
+  using value_type = std::uint32_t;
+  Kokkos::View<const std::uint32_t*, DeviceMemory> maps;
+  Kokkos::View<std::int8_t*, DeviceMemory> path;
+  int positions;
+  int start;
+
+  KOKKOS_INLINE_FUNCTION void init(std::uint32_t& m) const { m = identity_map(positions); }
+  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE std::uint32_t& dst,
+                                   const DQNTRADER_JOIN_VOLATILE std::uint32_t& src) const {
+    const std::uint32_t first = dst, second = src;
+    dst = then(first, second, positions);
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, std::uint32_t& update,
+                                         const bool final) const {
+    update = then(update, maps(i), positions);
+    if (final)
+      path(i) = static_cast<std::int8_t>((update >> (4 * start)) & 15u);
+  }
+};
+
+// Copies rows [row_begin, row_begin + rows) of a weight tensor of every policy into
+// out[k][r][c], converted to the compute type.
+template <class T>
+void gather_weight(const ExecSpace& space, const ParameterRows& parameters,
+                   const nn::Tensor& tensor, std::size_t row_begin, const MatrixBatch<T>& out) {
+  const std::size_t policies = parameters.extent(0), rows = out.extent(1), cols = out.extent(2);
+  const std::size_t offset = tensor.offset + row_begin * tensor.cols;
+  Kokkos::parallel_for(
+      "dqntrader::eval::gather_weight",
+      Kokkos::RangePolicy<ExecSpace>(space, 0, policies * rows * cols),
+      KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t k = flat / (rows * cols), rc = flat % (rows * cols);
+        store(out(k, rc / cols, rc % cols), parameters(k, offset + rc));
+      });
+}
+
+void gather_bias(const ExecSpace& space, const ParameterRows& parameters, const nn::Tensor& tensor,
+                 const Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory>& out) {
+  const std::size_t policies = parameters.extent(0), cols = tensor.cols, offset = tensor.offset;
+  Kokkos::parallel_for(
+      "dqntrader::eval::gather_bias", Kokkos::RangePolicy<ExecSpace>(space, 0, policies * cols),
+      KOKKOS_LAMBDA(const std::size_t flat) {
+        out(flat / cols, flat % cols) = parameters(flat / cols, offset + flat % cols);
+      });
+}
+
+// The dueling head folded into one linear layer: Q_a = V + A_a - mean_b A_b is linear in
+// the last hidden layer, with weight w_v + w_a - mean_b w_b and bias b_v + b_a - mean_b b_b.
+template <class T>
+void fold_dueling(const ExecSpace& space, const ParameterRows& parameters,
+                  const nn::Tensor& value_w, const nn::Tensor& value_b, const nn::Tensor& adv_w,
+                  const nn::Tensor& adv_b, const MatrixBatch<T>& weight,
+                  const Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory>& bias) {
+  const std::size_t policies = parameters.extent(0), hidden = adv_w.rows, actions = adv_w.cols;
+  const std::size_t vw = value_w.offset, vb = value_b.offset, aw = adv_w.offset, ab = adv_b.offset;
+  Kokkos::parallel_for(
+      "dqntrader::eval::fold_dueling_weight",
+      Kokkos::RangePolicy<ExecSpace>(space, 0, policies * hidden),
+      KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t k = flat / hidden, h = flat % hidden;
+        float mean = 0.0f;
+        for (std::size_t a = 0; a < actions; ++a)
+          mean += parameters(k, aw + h * actions + a);
+        mean /= static_cast<float>(actions);
+        for (std::size_t a = 0; a < actions; ++a) {
+          store(weight(k, h, a),
+                parameters(k, vw + h) + parameters(k, aw + h * actions + a) - mean);
+        }
+      });
+  Kokkos::parallel_for(
+      "dqntrader::eval::fold_dueling_bias", Kokkos::RangePolicy<ExecSpace>(space, 0, policies),
+      KOKKOS_LAMBDA(const std::size_t k) {
+        float mean = 0.0f;
+        for (std::size_t a = 0; a < actions; ++a)
+          mean += parameters(k, ab + a);
+        mean /= static_cast<float>(actions);
+        for (std::size_t a = 0; a < actions; ++a)
+          bias(k, a) = parameters(k, vb) + parameters(k, ab + a) - mean;
+      });
+}
+
+// hidden[k][p * c + i][h] = relu(z[k][i][h] + position_rows[k][p][h] + bias[k][h])
+template <class T>
+void expand_positions(const ExecSpace& space, const MatrixBatch<const float>& z,
+                      const MatrixBatch<const float>& position_rows,
+                      const Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>& bias,
+                      const MatrixBatch<T>& hidden) {
+  const std::size_t policies = z.extent(0), c = z.extent(1), width = z.extent(2);
+  const std::size_t positions = position_rows.extent(1), rows = positions * c;
+  for_each_cell(
+      "dqntrader::eval::expand_positions", space, policies * rows, width,
+      KOKKOS_LAMBDA(const std::size_t flat_row, const std::size_t h) {
+        const std::size_t k = flat_row / rows, row = flat_row % rows;
+        const float v = z(k, row % c, h) + position_rows(k, row / c, h) + bias(k, h);
+        store(hidden(k, row, h), v > 0.0f ? v : 0.0f);
+      });
+}
+
+template <class T>
+void bias_relu(const ExecSpace& space,
+               const Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>& bias,
+               const MatrixBatch<T>& x) {
+  const std::size_t rows = x.extent(1), width = x.extent(2);
+  for_each_cell(
+      "dqntrader::eval::bias_relu", space, x.extent(0) * rows, width,
+      KOKKOS_LAMBDA(const std::size_t flat_row, const std::size_t h) {
+        const std::size_t k = flat_row / rows, row = flat_row % rows;
+        const float v = to_float(x(k, row, h)) + bias(k, h);
+        store(x(k, row, h), v > 0.0f ? v : 0.0f);
+      });
+}
+
+// maps[k * stride + first + i] = the position map of bar i: argmax over actions (ties to
+// the lowest action) for every incoming position.
+void argmax_maps(const ExecSpace& space, const MatrixBatch<const float>& q,
+                 const Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>& bias,
+                 std::size_t positions, std::size_t c,
+                 const Kokkos::View<std::uint32_t*, DeviceMemory>& maps, std::size_t stride,
+                 std::size_t first) {
+  const std::size_t actions = q.extent(2);
+  Kokkos::parallel_for(
+      "dqntrader::eval::argmax_maps", Kokkos::RangePolicy<ExecSpace>(space, 0, q.extent(0) * c),
+      KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t k = flat / c, i = flat % c;
+        std::uint32_t m = 0;
+        for (std::size_t p = 0; p < positions; ++p) {
+          const std::size_t row = p * c + i;
+          std::size_t best = 0;
+          float best_q = q(k, row, 0) + bias(k, 0);
+          for (std::size_t a = 1; a < actions; ++a) {
+            const float value = q(k, row, a) + bias(k, a);
+            if (value > best_q) {
+              best_q = value;
+              best = a;
+            }
+          }
+          m |= static_cast<std::uint32_t>(best) << (4 * p);
+        }
+        maps(k * stride + first + i) = m;
+      });
+}
+
+template <class T>
+MatrixBatch<T> batch_view(T* data, std::size_t batch, std::size_t rows, std::size_t cols) {
+  return MatrixBatch<T>(data, batch, rows, cols);
+}
+
+}  // namespace
+
+class QPolicy::Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual void enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
+                       std::size_t n) = 0;
+  virtual std::vector<float> q_values(const ExecSpace& space, const ParameterRows& parameters,
+                                      std::size_t begin, std::size_t n) = 0;
+  std::size_t max_policies = 0, max_decisions = 0;
+  Kokkos::View<std::uint32_t*, DeviceMemory> maps;
+  Kokkos::View<std::int8_t*, DeviceMemory> paths;
+};
+
+namespace {
+
+using BiasRows = Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory>;
+
+template <class T>
+class EngineImpl final : public QPolicy::Engine {
+ public:
+  EngineImpl(const ExecSpace& space, const nn::NetworkSpec& spec, Precision precision,
+             Matrix<const T> features, std::size_t policies, std::size_t chunk,
+             std::size_t decisions, std::size_t flat_index)
+      : m_layout(spec),
+        m_precision(precision),
+        m_features(features),
+        m_chunk(chunk),
+        m_flat(flat_index) {
+    max_policies = policies;
+    max_decisions = decisions;
+    const std::size_t positions = spec.positions, first_width = spec.hidden.front();
+    std::size_t widest = 0;
+    for (std::size_t w : spec.hidden)
+      widest = std::max(widest, w);
+    auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
+    m_first_features = MatrixBatch<T>(alloc("dqntrader::eval::w_first_features"), policies,
+                                      spec.features, first_width);
+    m_first_positions = MatrixBatch<float>(alloc("dqntrader::eval::w_first_positions"), policies,
+                                           positions, first_width);
+    for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
+      m_biases.push_back(BiasRows(alloc("dqntrader::eval::bias"), policies, spec.hidden[l]));
+      if (l > 0) {
+        m_weights.push_back(MatrixBatch<T>(alloc("dqntrader::eval::weight"), policies,
+                                           spec.hidden[l - 1], spec.hidden[l]));
+      }
+    }
+    m_head = MatrixBatch<T>(alloc("dqntrader::eval::w_head"), policies, spec.hidden.back(),
+                            spec.actions);
+    m_head_bias = BiasRows(alloc("dqntrader::eval::b_head"), policies, spec.actions);
+    m_z = MatrixBatch<float>(alloc("dqntrader::eval::z_first"), policies, chunk, first_width);
+    const std::size_t activation = policies * positions * chunk * widest;
+    m_ping = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::activations_a"), activation);
+    m_pong = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::activations_b"), activation);
+    m_q =
+        MatrixBatch<float>(alloc("dqntrader::eval::q"), policies, positions * chunk, spec.actions);
+    maps = Kokkos::View<std::uint32_t*, DeviceMemory>(alloc("dqntrader::eval::maps"),
+                                                      policies * decisions);
+    paths = Kokkos::View<std::int8_t*, DeviceMemory>(alloc("dqntrader::eval::paths"),
+                                                     policies * decisions);
+  }
+
+  void enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
+               std::size_t n) override {
+    const std::size_t positions = m_layout.spec().positions;
+    forward(space, parameters, begin, n,
+            [&](std::size_t first, std::size_t c, const MatrixBatch<const float>& q) {
+              argmax_maps(space, q, sub(m_head_bias, parameters.extent(0)), positions, c, maps,
+                          max_decisions, first);
+            });
+    for (std::size_t k = 0; k < parameters.extent(0); ++k) {
+      const auto range = std::make_pair(k * max_decisions, k * max_decisions + n);
+      Kokkos::parallel_scan("dqntrader::eval::position_scan",
+                            Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+                            PathScan{Kokkos::subview(maps, range), Kokkos::subview(paths, range),
+                                     static_cast<int>(positions), static_cast<int>(m_flat)});
+    }
+  }
+
+  std::vector<float> q_values(const ExecSpace& space, const ParameterRows& parameters,
+                              std::size_t begin, std::size_t n) override {
+    const std::size_t positions = m_layout.spec().positions, actions = m_layout.spec().actions;
+    std::vector<float> values(n * positions * actions);
+    auto bias = Kokkos::create_mirror_view(m_head_bias);
+    forward(space, parameters, begin, n,
+            [&](std::size_t first, std::size_t c, const MatrixBatch<const float>& q) {
+              auto host = Kokkos::create_mirror_view(q);
+              Kokkos::deep_copy(space, host, q);
+              Kokkos::deep_copy(space, bias, m_head_bias);
+              compat::fence(space, "dqntrader::eval::q_values: the host reads the Q-values");
+              for (std::size_t i = 0; i < c; ++i) {
+                for (std::size_t p = 0; p < positions; ++p) {
+                  for (std::size_t a = 0; a < actions; ++a) {
+                    values[((first + i) * positions + p) * actions + a] =
+                        host(0, p * c + i, a) + bias(0, a);
+                  }
+                }
+              }
+            });
+    return values;
+  }
+
+ private:
+  // Runs the networks over bars [begin, begin + n) chunk by chunk; after each chunk calls
+  // on_chunk(first, c, q) with q[k][p * c + i][a] for bar begin + first + i (head bias not
+  // yet added).
+  template <class OnChunk>
+  void forward(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
+               std::size_t n, const OnChunk& on_chunk) {
+    const nn::NetworkSpec& spec = m_layout.spec();
+    const std::size_t k_count = parameters.extent(0);
+    if (k_count == 0 || k_count > max_policies) {
+      throw InputError("evaluation of " + std::to_string(k_count) +
+                       " policies; this evaluator serves 1 to " + std::to_string(max_policies));
+    }
+    if (parameters.extent(1) != m_layout.size()) {
+      throw InputError("parameter vectors hold " + std::to_string(parameters.extent(1)) +
+                       " values, the network has " + std::to_string(m_layout.size()));
+    }
+    if (n > max_decisions || begin + n > m_features.extent(0))
+      throw InputError("decision window out of range");
+    prepare_weights(space, parameters);
+
+    const std::size_t positions = spec.positions, hidden_layers = spec.hidden.size();
+    for (std::size_t first = 0; first < n; first += m_chunk) {
+      const std::size_t c = std::min(m_chunk, n - first);
+      // Layer 1, feature part, once per bar: z = X W_features (X shared by every policy).
+      MatrixBatch<const T> x(m_features.data() + (begin + first) * spec.features, 1, c,
+                             spec.features);
+      auto z = batch_view(m_z.data(), k_count, c, spec.hidden.front());
+      product(space, x, sub(m_first_features, k_count), z);
+      // ... completed with each incoming position's row of W and the bias.
+      auto hidden = batch_view(m_ping.data(), k_count, positions * c, spec.hidden.front());
+      expand_positions(space, MatrixBatch<const float>(z), sub(m_first_positions, k_count),
+                       sub(m_biases[0], k_count), hidden);
+      T* in = m_ping.data();
+      T* out = m_pong.data();
+      for (std::size_t l = 1; l < hidden_layers; ++l) {
+        MatrixBatch<const T> a(in, k_count, positions * c, spec.hidden[l - 1]);
+        auto next = batch_view(out, k_count, positions * c, spec.hidden[l]);
+        product(space, a, sub(m_weights[l - 1], k_count), next);
+        bias_relu(space, sub(m_biases[l], k_count), next);
+        std::swap(in, out);
+      }
+      MatrixBatch<const T> last(in, k_count, positions * c, spec.hidden.back());
+      auto q = batch_view(m_q.data(), k_count, positions * c, spec.actions);
+      product(space, last, sub(m_head, k_count), q);
+      on_chunk(first, c, MatrixBatch<const float>(q));
+    }
+  }
+
+  template <class V>
+  static V sub(const V& v, std::size_t k_count) {
+    if constexpr (V::rank == 3) {
+      return Kokkos::subview(v, std::make_pair(std::size_t{0}, k_count), Kokkos::ALL, Kokkos::ALL);
+    } else {
+      return Kokkos::subview(v, std::make_pair(std::size_t{0}, k_count), Kokkos::ALL);
+    }
+  }
+
+  void product(const ExecSpace& space, const MatrixBatch<const T>& a, const MatrixBatch<const T>& b,
+               const MatrixBatch<float>& c) const {
+    if constexpr (std::is_same<T, bf16>::value) {
+      gemm::gemm_batched(space, Op::none, Op::none, 1.0f, a, b, 0.0f, c);
+    } else {
+      gemm::gemm_batched(space, m_precision, Op::none, Op::none, 1.0f, a, b, 0.0f, c);
+    }
+  }
+
+  void product(const ExecSpace& space, const MatrixBatch<const T>& a, const MatrixBatch<const T>& b,
+               const MatrixBatch<bf16>& c) const {
+    gemm::gemm_batched(space, Op::none, Op::none, 1.0f, a, b, 0.0f, c);
+  }
+
+  void prepare_weights(const ExecSpace& space, const ParameterRows& parameters) {
+    const nn::NetworkSpec& spec = m_layout.spec();
+    const std::size_t k_count = parameters.extent(0);
+    gather_weight(space, parameters, m_layout.weight(0), 0, sub(m_first_features, k_count));
+    gather_weight(space, parameters, m_layout.weight(0), spec.features,
+                  sub(m_first_positions, k_count));
+    for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
+      gather_bias(space, parameters, m_layout.bias(l), sub(m_biases[l], k_count));
+      if (l > 0)
+        gather_weight(space, parameters, m_layout.weight(l), 0, sub(m_weights[l - 1], k_count));
+    }
+    const std::size_t head = spec.hidden.size();
+    if (spec.dueling) {
+      fold_dueling(space, parameters, m_layout.weight(head), m_layout.bias(head),
+                   m_layout.weight(head + 1), m_layout.bias(head + 1), sub(m_head, k_count),
+                   sub(m_head_bias, k_count));
+    } else {
+      gather_weight(space, parameters, m_layout.weight(head), 0, sub(m_head, k_count));
+      gather_bias(space, parameters, m_layout.bias(head), sub(m_head_bias, k_count));
+    }
+  }
+
+  nn::ParameterLayout m_layout;
+  Precision m_precision;
+  Matrix<const T> m_features;
+  std::size_t m_chunk, m_flat;
+  MatrixBatch<T> m_first_features;
+  MatrixBatch<float> m_first_positions;
+  std::vector<MatrixBatch<T>> m_weights;
+  std::vector<BiasRows> m_biases;
+  MatrixBatch<T> m_head;
+  BiasRows m_head_bias;
+  MatrixBatch<float> m_z, m_q;
+  Kokkos::View<T*, DeviceMemory> m_ping, m_pong;
+};
+
+}  // namespace
+
+QPolicy::QPolicy(const ExecSpace& space, const nn::NetworkSpec& spec, Precision precision,
+                 const data::FeatureSet& features, const data::FeatureStats& stats,
+                 std::size_t max_policies, std::size_t chunk_bars, std::size_t max_decisions,
+                 std::size_t flat_index) {
+  nn::validate(spec);
+  if (spec.features != features.spec().count()) {
+    throw InputError("the network expects " + std::to_string(spec.features) +
+                     " features, the data gives " + std::to_string(features.spec().count()));
+  }
+  if (spec.positions != spec.actions || spec.positions > 8) {
+    throw InputError(
+        "every action is a target position: the network needs as many actions as positions (at "
+        "most 8)");
+  }
+  if (max_policies == 0 || chunk_bars == 0)
+    throw InputError("evaluator sizes must be positive");
+  if (precision == Precision::bf16) {
+    m_engine = std::make_unique<EngineImpl<bf16>>(space, spec, precision,
+                                                  features.standardized_bf16(stats), max_policies,
+                                                  chunk_bars, max_decisions, flat_index);
+  } else {
+    m_engine = std::make_unique<EngineImpl<float>>(space, spec, precision,
+                                                   features.standardized_float(stats), max_policies,
+                                                   chunk_bars, max_decisions, flat_index);
+  }
+}
+
+QPolicy::~QPolicy() = default;
+
+void QPolicy::enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
+                      std::size_t n) {
+  m_engine->enqueue(space, parameters, begin, n);
+}
+
+std::vector<float> QPolicy::q_values(const ExecSpace& space, const ParameterRows& parameters,
+                                     std::size_t begin, std::size_t n) {
+  return m_engine->q_values(space, parameters, begin, n);
+}
+
+Kokkos::View<const std::int8_t*, DeviceMemory> QPolicy::path(std::size_t k, std::size_t n) const {
+  const std::size_t start = k * m_engine->max_decisions;
+  return Kokkos::subview(m_engine->paths, std::make_pair(start, start + n));
+}
+
+std::size_t QPolicy::max_policies() const {
+  return m_engine->max_policies;
+}
+std::size_t QPolicy::max_decisions() const {
+  return m_engine->max_decisions;
+}
+
+}  // namespace dqntrader::eval

@@ -1,0 +1,72 @@
+#include "dqntrader/io/metrics_json.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace dqntrader::io {
+
+nlohmann::json json_number(double value) {
+  if (std::isnan(value))
+    return nullptr;
+  if (std::isinf(value))
+    return value > 0 ? "inf" : "-inf";
+  return value;
+}
+
+nlohmann::json to_json(const eval::WindowMetrics& m) {
+  nlohmann::json j;
+  j["bars"] = m.bars;
+  j["total_return"] = json_number(m.total_return);
+  j["cagr"] = json_number(m.cagr);
+  j["annual_volatility"] = json_number(m.annual_volatility);
+  j["sharpe"] = json_number(m.sharpe);
+  j["sortino"] = json_number(m.sortino);
+  j["max_drawdown"] = json_number(m.max_drawdown);
+  j["calmar"] = json_number(m.calmar);
+  j["trades_closed"] = m.trades_closed;
+  j["win_rate"] = json_number(m.win_rate);
+  j["profit_factor"] = json_number(m.profit_factor);
+  j["expectancy"] = json_number(m.expectancy);
+  j["turnover"] = json_number(m.turnover);
+  j["exposure"] = json_number(m.exposure);
+  j["total_cost"] = json_number(m.total_cost);
+  return j;
+}
+
+const MetricDefinition* metric_definitions(std::size_t& count) {
+  static const MetricDefinition definitions[] = {
+      {"bars", "N, the number of bar returns in the window"},
+      {"total_return", "E_N / E_0 - 1"},
+      {"cagr", "(E_N / E_0)^(A / N) - 1"},
+      {"annual_volatility", "std(r, ddof=1) * sqrt(A)"},
+      {"sharpe", "mean(r - rf) / std(r - rf, ddof=1) * sqrt(A); NaN if N < 2 or std = 0"},
+      {"sortino",
+       "sqrt(A) * mean(r - rf) / sqrt(mean over all N bars of min(r - rf, 0)^2); NaN if that is 0"},
+      {"max_drawdown", "min over t = 0..N of E_t / max_{s<=t} E_s - 1 (E_0 included; <= 0)"},
+      {"calmar", "CAGR / |max drawdown|; NaN if max drawdown = 0"},
+      {"trades_closed",
+       "trades closed in the window (a trade opens when the position leaves 0 or flips sign)"},
+      {"win_rate", "closed trades with pnl > 0 / closed trades; NaN if none closed"},
+      {"profit_factor",
+       "sum of winning trade pnl / |sum of losing trade pnl|; inf if no losses; NaN if no closed "
+       "trades"},
+      {"expectancy", "win rate * mean win - (1 - win rate) * |mean loss|; NaN if no closed trades"},
+      {"turnover", "(1/N) * sum of |p_t - p_{t-1}|"},
+      {"exposure", "fraction of the N bars with p_t != 0"},
+      {"total_cost", "sum of c * |p_t - p_{t-1}|"},
+  };
+  count = sizeof(definitions) / sizeof(definitions[0]);
+  return definitions;
+}
+
+std::string format_metric(double value, int precision) {
+  if (std::isnan(value))
+    return "nan";
+  if (std::isinf(value))
+    return value > 0 ? "inf" : "-inf";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
+  return buffer;
+}
+
+}  // namespace dqntrader::io

@@ -1,0 +1,28 @@
+// WindowMetrics as JSON, with exactly the keys of DESIGN.md section 5 plus "bars".
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "dqntrader/eval/window_metrics.hpp"
+
+namespace dqntrader::io {
+
+/// NaN is written as null, +inf as the string "inf" (and -inf as "-inf").
+nlohmann::json to_json(const eval::WindowMetrics& metrics);
+
+/// A JSON number, or null for NaN, or "inf"/"-inf".
+nlohmann::json json_number(double value);
+
+/// The metric keys in report order, each with its one-line definition.
+struct MetricDefinition {
+  const char* key;
+  const char* definition;
+};
+const MetricDefinition* metric_definitions(std::size_t& count);
+
+/// "1.234", "nan" or "inf", for tables.
+std::string format_metric(double value, int precision = 6);
+
+}  // namespace dqntrader::io

@@ -1,0 +1,34 @@
+// A trained policy on disk (.dqnpolicy): everything a backtest needs to reproduce the
+// decisions: the network and its parameters, the features and their training-window
+// statistics, and the positions the actions stand for.
+//
+// Layout: "DQNPOLCY" (8 bytes), u32 version (1), u64 metadata length, metadata (JSON),
+// u64 parameter count, the parameters (float32), u64 Hasher64 checksum of all before it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "dqntrader/data/features.hpp"
+#include "dqntrader/nn/network_spec.hpp"
+
+namespace dqntrader::io {
+
+struct PolicyFile {
+  nn::NetworkSpec network;
+  data::FeatureSpec features;
+  data::FeatureStats stats;
+  std::vector<double> positions;
+  std::vector<float> parameters;
+  nlohmann::json info = nlohmann::json::object();  // free-form provenance (training run, epoch)
+};
+
+/// Writes atomically; throws Error on failure.
+void write_policy(const std::string& path, const PolicyFile& policy);
+
+/// Reads and verifies (checksum, sizes, consistency); InputError for a bad file.
+PolicyFile read_policy(const std::string& path);
+
+}  // namespace dqntrader::io

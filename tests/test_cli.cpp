@@ -1,0 +1,146 @@
+// The dqntrader command as a user runs it: exit codes, messages, and no output files left
+// behind on failure.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "dqntrader/data/csv_reader.hpp"
+#include "dqntrader/data/features.hpp"
+#include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/nn/network_spec.hpp"
+#include "test_support.hpp"
+
+namespace dqntrader {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = fs::temp_directory_path() / ("dqntrader-cli-" + std::to_string(testing::test_seed()));
+    fs::create_directories(m_dir);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+
+  std::string path(const std::string& name) const { return (m_dir / name).string(); }
+
+  Result run(const std::string& arguments) const {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const std::string command =
+        std::string(DQNTRADER_CLI_PATH) + " " + arguments + " >" + out + " 2>" + err;
+    const int status = std::system(command.c_str());
+    auto slurp = [](const std::string& file) {
+      std::ifstream in(file);
+      std::stringstream s;
+      s << in.rdbuf();
+      return s.str();
+    };
+    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+
+  fs::path m_dir;
+};
+
+TEST_F(Cli, BacktestOfABuiltinPolicyWritesExactlyTheMetricKeys) {
+  ASSERT_EQ(run("synth --bars 800 --seed 3 --out " + path("bars.csv")).code, 0);
+  const Result r =
+      run("backtest --data " + path("bars.csv") + " --policy sign-of-ofi --json " + path("m.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sharpe"), std::string::npos);
+  std::ifstream in(path("m.json"));
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::vector<std::string> keys = {
+      "annual_volatility", "bars",         "cagr",          "calmar",   "expectancy",
+      "exposure",          "max_drawdown", "profit_factor", "sharpe",   "sortino",
+      "total_cost",        "total_return", "trades_closed", "turnover", "win_rate"};
+  std::vector<std::string> got;
+  for (const auto& item : j.items())
+    got.push_back(item.key());
+  EXPECT_EQ(got, keys);
+  EXPECT_EQ(j["bars"], 799);
+}
+
+TEST_F(Cli, BacktestOfAPolicyFile) {
+  data::SynthConfig synth;
+  synth.bars = 600;
+  const data::Bars bars = data::generate_bars(synth);
+  data::write_bars_csv(path("bars.csv"), bars);
+  io::PolicyFile policy;
+  policy.features = data::resolve_features(data::FeatureConfig{}, bars);
+  policy.network.features = policy.features.count();
+  policy.network.hidden = {16};
+  policy.stats.mean.assign(policy.features.count(), 0.0);
+  policy.stats.stdev.assign(policy.features.count(), 0.01);
+  policy.positions = {-1.0, 0.0, 1.0};
+  policy.parameters = nn::initial_parameters(nn::ParameterLayout(policy.network), 5);
+  io::write_policy(path("p.dqnpolicy"), policy);
+  const Result r = run("backtest --data " + path("bars.csv") + " --weights " + path("p.dqnpolicy") +
+                       " --json -");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"bars\": " + std::to_string(600 - policy.features.warmup() - 1)),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(Cli, BadInputExitsWithTwoNamesTheSpotAndWritesNothing) {
+  std::ofstream(path("bad.csv"))
+      << "timestamp,open,high,low,close\n2024-01-02,10,11,9,10\n2024-01-03,10,9,11,10\n";
+  const Result r =
+      run("backtest --data " + path("bad.csv") + " --policy flat --json " + path("m.json"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path("bad.csv") + ":3:15: high 9 is below low 11"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(path("m.json")));
+  for (const auto& entry : fs::directory_iterator(m_dir)) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos)
+        << "left behind: " << entry.path();
+  }
+}
+
+TEST_F(Cli, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(run("").code, 2);
+  EXPECT_EQ(run("backtest --policy flat").code, 2);  // no --data
+  ASSERT_EQ(run("synth --bars 50 --out " + path("b.csv")).code, 0);
+  const Result unknown = run("backtest --data " + path("b.csv") + " --policy martingale");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("unknown policy 'martingale'"), std::string::npos);
+  EXPECT_EQ(run("backtest --data " + path("b.csv") + " --policy flat --weights x").code, 2);
+  EXPECT_EQ(run("backtest --data " + path("missing.csv") + " --policy flat").code, 2);
+  EXPECT_EQ(run("--help").code, 0);
+}
+
+TEST_F(Cli, AnUnwritableOutputIsARuntimeFailure) {
+  ASSERT_EQ(run("synth --bars 50 --out " + path("b.csv")).code, 0);
+  const Result r = run("backtest --data " + path("b.csv") + " --policy flat --json " +
+                       path("no/such/dir/m.json"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot create"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, SynthWritesTheBinaryCacheToo) {
+  ASSERT_EQ(run("synth --bars 300 --seed 9 --out " + path("b.dqnbars")).code, 0);
+  ASSERT_EQ(run("synth --bars 300 --seed 9 --out " + path("b.csv")).code, 0);
+  const Result a = run("backtest --data " + path("b.dqnbars") + " --policy buy-and-hold --json -");
+  const Result b = run("backtest --data " + path("b.csv") + " --policy buy-and-hold --json -");
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto json_a = nlohmann::json::parse(a.out.substr(a.out.find('{')));
+  const auto json_b = nlohmann::json::parse(b.out.substr(b.out.find('{')));
+  EXPECT_EQ(json_a, json_b);  // the CSV keeps 17 digits: the same prices, the same metrics
+  ASSERT_EQ(run("cache --data " + path("b.csv") + " --out " + path("c.dqnbars")).code, 0);
+}
+
+}  // namespace
+}  // namespace dqntrader
