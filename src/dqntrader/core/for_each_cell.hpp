@@ -1,6 +1,6 @@
-// One kernel over the cells of a row-major matrix, shaped for the backend: on CUDA one
-// thread per cell (consecutive threads touch consecutive addresses); on the host one
-// iteration per row with a contiguous inner loop (no division per cell, vectorizable).
+// One kernel over the cells of a row-major matrix: a team per row, its threads over the
+// row's columns. On CUDA a team of up to 256 threads touches consecutive addresses and no
+// thread divides to find its cell; on the host a team is one thread walking the row.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -15,17 +15,19 @@ namespace dqntrader {
 template <class F>
 void for_each_cell(const char* label, const ExecSpace& space, std::size_t rows, std::size_t cols,
                    const F& f) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
 #if defined(DQNTRADER_BACKEND_CUDA)
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace>(space, 0, rows * cols),
-      KOKKOS_LAMBDA(const std::size_t cell) { f(cell / cols, cell % cols); });
+  const int team = cols >= 256 ? 256 : (cols > 64 ? 128 : 32);
 #else
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(const std::size_t row) {
-        for (std::size_t col = 0; col < cols; ++col)
-          f(row, col);
-      });
+  const int team = 1;
 #endif
+  Kokkos::parallel_for(
+      label, Policy(space, static_cast<int>(rows), team), KOKKOS_LAMBDA(const Member& member) {
+        const std::size_t row = static_cast<std::size_t>(member.league_rank());
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, cols),
+                             [&](const std::size_t col) { f(row, col); });
+      });
 }
 
 }  // namespace dqntrader

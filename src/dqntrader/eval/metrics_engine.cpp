@@ -16,17 +16,24 @@ namespace kmath = compat::kmath;
 //  - equity: prod = product of (1 + r) over the segment; high/low = largest/smallest
 //    running product at any bar of the segment (relative to the segment's start);
 //  - trades: a segmented sum that restarts where a trade opens.
+// Composition is not commutative, and Kokkos' scans may join partial results in either
+// order (the CUDA backend does), so each segment carries the index of its first bar and
+// combine() orders its operands by it: the join is then commutative by construction.
 struct Segment {
   double prod, high, low, trade;
+  long long first;  // index of the segment's first bar; the empty segment has max
   int restart;
 };
 
+constexpr long long empty_first = 0x7fffffffffffffffLL;
+
 KOKKOS_INLINE_FUNCTION Segment identity_segment() {
-  return Segment{1.0, -max_double, max_double, 0.0, 0};
+  return Segment{1.0, -max_double, max_double, 0.0, empty_first, 0};
 }
 
-// later after earlier.
-KOKKOS_INLINE_FUNCTION Segment combine(const Segment& earlier, const Segment& later) {
+KOKKOS_INLINE_FUNCTION Segment combine(const Segment& x, const Segment& y) {
+  const Segment& earlier = x.first <= y.first ? x : y;
+  const Segment& later = x.first <= y.first ? y : x;
   Segment s;
   s.prod = earlier.prod * later.prod;
   const double scaled_high =
@@ -37,12 +44,13 @@ KOKKOS_INLINE_FUNCTION Segment combine(const Segment& earlier, const Segment& la
   s.low = earlier.low < scaled_low ? earlier.low : scaled_low;
   s.trade = later.restart ? later.trade : earlier.trade + later.trade;
   s.restart = earlier.restart | later.restart;
+  s.first = earlier.first;
   return s;
 }
 
 template <class V>
 KOKKOS_INLINE_FUNCTION Segment load(V& v) {
-  return Segment{v.prod, v.high, v.low, v.trade, v.restart};
+  return Segment{v.prod, v.high, v.low, v.trade, v.first, v.restart};
 }
 
 template <class V>
@@ -51,6 +59,7 @@ KOKKOS_INLINE_FUNCTION void assign(V& v, const Segment& s) {
   v.high = s.high;
   v.low = s.low;
   v.trade = s.trade;
+  v.first = s.first;
   v.restart = s.restart;
 }
 
@@ -119,6 +128,7 @@ struct EquityScan {
     const double flip_cost = in.cost * kmath::fabs(b.p);
     element.trade = b.p == 0.0 ? 0.0 : b.p * in.price_return(i) - (b.closes ? flip_cost : b.cost);
     element.restart = b.opens ? 1 : 0;
+    element.first = static_cast<long long>(i);
     const Segment inclusive = combine(update, element);
     update = inclusive;
     if (final) {

@@ -35,24 +35,40 @@ KOKKOS_INLINE_FUNCTION std::uint32_t then(std::uint32_t first, std::uint32_t sec
   return m;
 }
 
+// The composed map of a run of bars. Composition is not commutative and Kokkos' scans may
+// join partial results in either order (the CUDA backend does), so each run carries the
+// index of its first bar and the join orders its operands by it.
+struct MapRun {
+  std::uint32_t map;
+  std::uint32_t first;  // the empty run has 0xffffffff
+};
+
 struct PathScan {
-  using value_type = std::uint32_t;
+  using value_type = MapRun;
   Kokkos::View<const std::uint32_t*, DeviceMemory> maps;
   Kokkos::View<std::int8_t*, DeviceMemory> path;
   int positions;
   int start;
 
-  KOKKOS_INLINE_FUNCTION void init(std::uint32_t& m) const { m = identity_map(positions); }
-  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE std::uint32_t& dst,
-                                   const DQNTRADER_JOIN_VOLATILE std::uint32_t& src) const {
-    const std::uint32_t first = dst, second = src;
-    dst = then(first, second, positions);
+  KOKKOS_INLINE_FUNCTION MapRun combine(const MapRun& x, const MapRun& y) const {
+    const MapRun& earlier = x.first <= y.first ? x : y;
+    const MapRun& later = x.first <= y.first ? y : x;
+    return MapRun{then(earlier.map, later.map, positions), earlier.first};
   }
-  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, std::uint32_t& update,
+  KOKKOS_INLINE_FUNCTION void init(MapRun& run) const {
+    run = MapRun{identity_map(positions), 0xffffffffu};
+  }
+  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE MapRun& dst,
+                                   const DQNTRADER_JOIN_VOLATILE MapRun& src) const {
+    const MapRun combined = combine(MapRun{dst.map, dst.first}, MapRun{src.map, src.first});
+    dst.map = combined.map;
+    dst.first = combined.first;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, MapRun& update,
                                          const bool final) const {
-    update = then(update, maps(i), positions);
+    update = combine(update, MapRun{maps(i), static_cast<std::uint32_t>(i)});
     if (final)
-      path(i) = static_cast<std::int8_t>((update >> (4 * start)) & 15u);
+      path(i) = static_cast<std::int8_t>((update.map >> (4 * start)) & 15u);
   }
 };
 
@@ -123,13 +139,15 @@ void expand_positions(const ExecSpace& space, const MatrixBatch<const float>& z,
                       const MatrixBatch<const float>& position_rows,
                       const Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>& bias,
                       const MatrixBatch<T>& hidden) {
-  const std::size_t policies = z.extent(0), c = z.extent(1), width = z.extent(2);
-  const std::size_t positions = position_rows.extent(1), rows = positions * c;
+  // Row indices fit 32 bits (checked by the engine): 32-bit division is far cheaper on GPUs.
+  const std::uint32_t policies = z.extent(0), c = z.extent(1), width = z.extent(2);
+  const std::uint32_t rows = static_cast<std::uint32_t>(position_rows.extent(1)) * c;
   for_each_cell(
-      "dqntrader::eval::expand_positions", space, policies * rows, width,
+      "dqntrader::eval::expand_positions", space, std::size_t{policies} * rows, width,
       KOKKOS_LAMBDA(const std::size_t flat_row, const std::size_t h) {
-        const std::size_t k = flat_row / rows, row = flat_row % rows;
-        const float v = z(k, row % c, h) + position_rows(k, row / c, h) + bias(k, h);
+        const std::uint32_t r = static_cast<std::uint32_t>(flat_row);
+        const std::uint32_t k = r / rows, row = r - k * rows, p = row / c, i = row - p * c;
+        const float v = z(k, i, h) + position_rows(k, p, h) + bias(k, h);
         store(hidden(k, row, h), v > 0.0f ? v : 0.0f);
       });
 }
@@ -138,11 +156,12 @@ template <class T>
 void bias_relu(const ExecSpace& space,
                const Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>& bias,
                const MatrixBatch<T>& x) {
-  const std::size_t rows = x.extent(1), width = x.extent(2);
+  const std::uint32_t rows = x.extent(1);
   for_each_cell(
-      "dqntrader::eval::bias_relu", space, x.extent(0) * rows, width,
+      "dqntrader::eval::bias_relu", space, x.extent(0) * rows, x.extent(2),
       KOKKOS_LAMBDA(const std::size_t flat_row, const std::size_t h) {
-        const std::size_t k = flat_row / rows, row = flat_row % rows;
+        const std::uint32_t r = static_cast<std::uint32_t>(flat_row);
+        const std::uint32_t k = r / rows, row = r - k * rows;
         const float v = to_float(x(k, row, h)) + bias(k, h);
         store(x(k, row, h), v > 0.0f ? v : 0.0f);
       });
