@@ -1,16 +1,20 @@
 // The one matrix-product interface the library calls. Each build compiles exactly one
-// implementation: backends/cuda (cuBLAS) or backends/openmp (Kokkos Kernels over OpenBLAS).
+// implementation: backends/cuda (cuBLASLt) or backends/openmp (Kokkos Kernels over OpenBLAS).
 //
-// All matrices are row-major (Kokkos::LayoutRight); the column-major vendor convention is
+// Matrices are row-major: each row is contiguous; the column-major vendor convention is
 // handled once, inside the backend. Every call takes the execution space first and
 // enqueues its work there: on CUDA the product runs on that instance's stream, ordered
 // with the Kokkos kernels around it, and the host does not wait for it.
 //
-//   C = alpha * op(A) * op(B) + beta * C,   op(X) = X or X^T
+//   C = epilogue(alpha * op(A) * op(B) + beta * C),   op(X) = X or X^T
 //
 // A is m x k after op, B is k x n after op, C is m x n; a shape mismatch throws
-// InputError naming the extents.
+// InputError naming the extents. The epilogue optionally adds a bias (one value per
+// column of C) and applies ReLU; on CUDA it runs inside the product (cuBLASLt epilogue),
+// on OpenMP as one pass after it.
 #pragma once
+
+#include <cstddef>
 
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/precision.hpp"
@@ -20,35 +24,51 @@ namespace dqntrader::gemm {
 
 enum class Op { none, transpose };
 
+/// What happens to each result before it is stored. The bias has C's element type.
+template <class T>
+struct Epilogue {
+  Kokkos::View<const T*, DeviceMemory> bias;  // empty: no bias; else n values per product
+  std::size_t bias_stride = 0;  // batched products: values between consecutive products' biases
+  bool relu = false;
+};
+
+/// A batch of row-major matrices [batch][row][column]: rows contiguous (stride(2) == 1),
+/// rows of a matrix stride(1) apart, matrices stride(0) apart. LayoutRight views convert to
+/// it implicitly; subviews give other strides (e.g. a block of rows of every matrix).
+template <class T>
+using StridedBatch = Kokkos::View<T***, Kokkos::LayoutStride, DeviceMemory>;
+
 /// Float operands and result. precision is fp32 or tf32 (tf32 runs as fp32 on OpenMP);
 /// bf16 needs bf16 operands (use the overloads below) and is rejected with InputError.
 void gemm(const ExecSpace& space, Precision precision, Op op_a, Op op_b, float alpha,
           const Matrix<const float>& a, const Matrix<const float>& b, float beta,
-          const Matrix<float>& c);
+          const Matrix<float>& c, const Epilogue<float>& epilogue = {});
 
 /// bf16 operands, float accumulation, float result.
 void gemm(const ExecSpace& space, Op op_a, Op op_b, float alpha, const Matrix<const bf16>& a,
-          const Matrix<const bf16>& b, float beta, const Matrix<float>& c);
+          const Matrix<const bf16>& b, float beta, const Matrix<float>& c,
+          const Epilogue<float>& epilogue = {});
 
 /// bf16 operands, float accumulation, result rounded to bf16.
 void gemm(const ExecSpace& space, Op op_a, Op op_b, float alpha, const Matrix<const bf16>& a,
-          const Matrix<const bf16>& b, float beta, const Matrix<bf16>& c);
+          const Matrix<const bf16>& b, float beta, const Matrix<bf16>& c,
+          const Epilogue<bf16>& epilogue = {});
 
 /// Strided batches: C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i] for i < batch, where
 /// batch = C.extent(0). An operand whose batch extent is 1 is shared by every product
 /// (one weight set applied to many inputs, or one input to many weight sets); otherwise
 /// its batch extent must equal C's.
 void gemm_batched(const ExecSpace& space, Precision precision, Op op_a, Op op_b, float alpha,
-                  const MatrixBatch<const float>& a, const MatrixBatch<const float>& b, float beta,
-                  const MatrixBatch<float>& c);
+                  const StridedBatch<const float>& a, const StridedBatch<const float>& b,
+                  float beta, const StridedBatch<float>& c, const Epilogue<float>& epilogue = {});
 
 void gemm_batched(const ExecSpace& space, Op op_a, Op op_b, float alpha,
-                  const MatrixBatch<const bf16>& a, const MatrixBatch<const bf16>& b, float beta,
-                  const MatrixBatch<float>& c);
+                  const StridedBatch<const bf16>& a, const StridedBatch<const bf16>& b, float beta,
+                  const StridedBatch<float>& c, const Epilogue<float>& epilogue = {});
 
 void gemm_batched(const ExecSpace& space, Op op_a, Op op_b, float alpha,
-                  const MatrixBatch<const bf16>& a, const MatrixBatch<const bf16>& b, float beta,
-                  const MatrixBatch<bf16>& c);
+                  const StridedBatch<const bf16>& a, const StridedBatch<const bf16>& b, float beta,
+                  const StridedBatch<bf16>& c, const Epilogue<bf16>& epilogue = {});
 
 /// The name of the compiled backend: "cuda" or "openmp".
 const char* backend_name();

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/for_each_cell.hpp"
 
 namespace dqntrader::gemm::detail {
 
@@ -13,37 +14,40 @@ const char* op_name(Op op) {
 }
 }  // namespace
 
-Shape check_shape(Op op_a, Op op_b, std::size_t a_rows, std::size_t a_cols, std::size_t b_rows,
-                  std::size_t b_cols, std::size_t c_rows, std::size_t c_cols) {
-  const std::size_t m = op_a == Op::none ? a_rows : a_cols;
-  const std::size_t k = op_a == Op::none ? a_cols : a_rows;
-  const std::size_t k_b = op_b == Op::none ? b_rows : b_cols;
-  const std::size_t n = op_b == Op::none ? b_cols : b_rows;
-  if (k != k_b || m != c_rows || n != c_cols) {
+template <class TA, class TC>
+Shape check(Op op_a, Op op_b, const StridedBatch<const TA>& a, const StridedBatch<const TA>& b,
+            const StridedBatch<TC>& c, const Epilogue<TC>& epilogue) {
+  const std::size_t m = op_a == Op::none ? a.extent(1) : a.extent(2);
+  const std::size_t k = op_a == Op::none ? a.extent(2) : a.extent(1);
+  const std::size_t k_b = op_b == Op::none ? b.extent(1) : b.extent(2);
+  const std::size_t n = op_b == Op::none ? b.extent(2) : b.extent(1);
+  if (k != k_b || m != c.extent(1) || n != c.extent(2)) {
     std::ostringstream message;
-    message << "gemm: shapes do not match: op_a=" << op_name(op_a) << " A is " << a_rows << "x"
-            << a_cols << ", op_b=" << op_name(op_b) << " B is " << b_rows << "x" << b_cols
-            << ", C is " << c_rows << "x" << c_cols;
+    message << "gemm: shapes do not match: op_a=" << op_name(op_a) << " A is " << a.extent(1) << "x"
+            << a.extent(2) << ", op_b=" << op_name(op_b) << " B is " << b.extent(1) << "x"
+            << b.extent(2) << ", C is " << c.extent(1) << "x" << c.extent(2);
     throw InputError(message.str());
   }
-  return Shape{m, n, k, 1, false, false};
-}
-
-Shape check_batched_shape(Op op_a, Op op_b, std::size_t a_batch, std::size_t a_rows,
-                          std::size_t a_cols, std::size_t b_batch, std::size_t b_rows,
-                          std::size_t b_cols, std::size_t c_batch, std::size_t c_rows,
-                          std::size_t c_cols) {
-  Shape shape = check_shape(op_a, op_b, a_rows, a_cols, b_rows, b_cols, c_rows, c_cols);
-  if ((a_batch != c_batch && a_batch != 1) || (b_batch != c_batch && b_batch != 1)) {
+  const std::size_t batch = c.extent(0);
+  if ((a.extent(0) != batch && a.extent(0) != 1) || (b.extent(0) != batch && b.extent(0) != 1)) {
     std::ostringstream message;
-    message << "gemm_batched: batch extents do not match: A has " << a_batch << ", B has "
-            << b_batch << ", C has " << c_batch << " (an operand's must be C's or 1)";
+    message << "gemm_batched: batch extents do not match: A has " << a.extent(0) << ", B has "
+            << b.extent(0) << ", C has " << batch << " (an operand's must be C's or 1)";
     throw InputError(message.str());
   }
-  shape.batch = c_batch;
-  shape.share_a = a_batch == 1 && c_batch != 1;
-  shape.share_b = b_batch == 1 && c_batch != 1;
-  return shape;
+  if ((a.extent(2) > 1 && a.stride(2) != 1) || (b.extent(2) > 1 && b.stride(2) != 1) ||
+      (c.extent(2) > 1 && c.stride(2) != 1)) {
+    throw InputError("gemm: matrix rows must be contiguous");
+  }
+  if (epilogue.bias.extent(0) > 0 && batch > 0 &&
+      epilogue.bias.extent(0) < (batch - 1) * epilogue.bias_stride + n) {
+    std::ostringstream message;
+    message << "gemm: the bias holds " << epilogue.bias.extent(0) << " values, " << batch
+            << " products of " << n << " columns with bias stride " << epilogue.bias_stride
+            << " need " << (batch - 1) * epilogue.bias_stride + n;
+    throw InputError(message.str());
+  }
+  return Shape{m, n, k, batch, a.extent(0) == 1 && batch != 1, b.extent(0) == 1 && batch != 1};
 }
 
 void check_float_precision(Precision precision) {
@@ -53,23 +57,77 @@ void check_float_precision(Precision precision) {
 }
 
 namespace {
-template <class T>
-void scale_matrix(const ExecSpace& space, float beta, const Matrix<T>& c) {
-  Kokkos::parallel_for(
-      "dqntrader::gemm::scale",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0}, {c.extent(0), c.extent(1)}),
-      KOKKOS_LAMBDA(const int i, const int j) {
-        store(c(i, j), beta == 0.0f ? 0.0f : beta * to_float(c(i, j)));
+
+// c = relu?(bias? + (scale? beta * c : c)), the flags fixed at compile time so that the
+// inner loop is branch-free.
+template <class T, bool Scale, bool Bias, bool Relu>
+void transform(const char* label, const ExecSpace& space, const StridedBatch<T>& c,
+               const Epilogue<T>& epilogue, float beta) {
+  T* const data = c.data();
+  const std::size_t rows = c.extent(1), matrix_stride = c.stride(0), row_stride = c.stride(1);
+  const T* const bias = epilogue.bias.data();
+  const std::size_t bias_stride = epilogue.bias_stride;
+  for_each_cell(
+      label, space, c.extent(0) * rows, c.extent(2),
+      KOKKOS_LAMBDA(const std::size_t flat_row, const std::size_t j) {
+        const std::size_t p = flat_row / rows, i = flat_row - p * rows;
+        T& cell = data[p * matrix_stride + i * row_stride + j];
+        float v = to_float(cell);
+        if (Scale)
+          v = beta == 0.0f ? 0.0f : beta * v;
+        if (Bias)
+          v += to_float(bias[p * bias_stride + j]);
+        if (Relu)
+          v = v > 0.0f ? v : 0.0f;
+        store(cell, v);
       });
 }
+
+template <class T, bool Scale>
+void transform(const char* label, const ExecSpace& space, const StridedBatch<T>& c,
+               const Epilogue<T>& epilogue, float beta) {
+  const bool bias = epilogue.bias.extent(0) > 0;
+  if (bias && epilogue.relu)
+    transform<T, Scale, true, true>(label, space, c, epilogue, beta);
+  if (bias && !epilogue.relu)
+    transform<T, Scale, true, false>(label, space, c, epilogue, beta);
+  if (!bias && epilogue.relu)
+    transform<T, Scale, false, true>(label, space, c, epilogue, beta);
+  if (!bias && !epilogue.relu)
+    transform<T, Scale, false, false>(label, space, c, epilogue, beta);
+}
+
 }  // namespace
 
-void scale(const ExecSpace& space, float beta, const Matrix<float>& c) {
-  scale_matrix(space, beta, c);
+template <class T>
+void scale(const ExecSpace& space, float beta, const StridedBatch<T>& c,
+           const Epilogue<T>& epilogue) {
+  transform<T, true>("dqntrader::gemm::scale", space, c, epilogue, beta);
 }
 
-void scale(const ExecSpace& space, float beta, const Matrix<bf16>& c) {
-  scale_matrix(space, beta, c);
+template <class T>
+void apply_epilogue(const ExecSpace& space, const StridedBatch<T>& c, const Epilogue<T>& epilogue) {
+  if (epilogue.bias.extent(0) == 0 && !epilogue.relu)
+    return;
+  transform<T, false>("dqntrader::gemm::epilogue", space, c, epilogue, 1.0f);
 }
+
+template Shape check<float, float>(Op, Op, const StridedBatch<const float>&,
+                                   const StridedBatch<const float>&, const StridedBatch<float>&,
+                                   const Epilogue<float>&);
+template Shape check<bf16, float>(Op, Op, const StridedBatch<const bf16>&,
+                                  const StridedBatch<const bf16>&, const StridedBatch<float>&,
+                                  const Epilogue<float>&);
+template Shape check<bf16, bf16>(Op, Op, const StridedBatch<const bf16>&,
+                                 const StridedBatch<const bf16>&, const StridedBatch<bf16>&,
+                                 const Epilogue<bf16>&);
+template void scale<float>(const ExecSpace&, float, const StridedBatch<float>&,
+                           const Epilogue<float>&);
+template void scale<bf16>(const ExecSpace&, float, const StridedBatch<bf16>&,
+                          const Epilogue<bf16>&);
+template void apply_epilogue<float>(const ExecSpace&, const StridedBatch<float>&,
+                                    const Epilogue<float>&);
+template void apply_epilogue<bf16>(const ExecSpace&, const StridedBatch<bf16>&,
+                                   const Epilogue<bf16>&);
 
 }  // namespace dqntrader::gemm::detail

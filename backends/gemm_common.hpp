@@ -1,5 +1,4 @@
-// Shape checks and the degenerate-product kernel shared by the backends (internal to
-// backends/).
+// Shape checks and the elementwise kernels shared by the backends (internal to backends/).
 #pragma once
 
 #include <cstddef>
@@ -10,38 +9,35 @@ namespace dqntrader::gemm::detail {
 
 struct Shape {
   std::size_t m, n, k;    // op(A) is m x k, op(B) is k x n, C is m x n
-  std::size_t batch;      // number of products (1 for a single product)
+  std::size_t batch;      // number of products
   bool share_a, share_b;  // the operand's batch extent is 1 and serves every product
 };
 
-/// Checks the extents of one product; throws InputError naming them on a mismatch.
-Shape check_shape(Op op_a, Op op_b, std::size_t a_rows, std::size_t a_cols, std::size_t b_rows,
-                  std::size_t b_cols, std::size_t c_rows, std::size_t c_cols);
-
-/// Checks a strided batch: every operand's batch extent is C's or 1.
-Shape check_batched_shape(Op op_a, Op op_b, std::size_t a_batch, std::size_t a_rows,
-                          std::size_t a_cols, std::size_t b_batch, std::size_t b_rows,
-                          std::size_t b_cols, std::size_t c_batch, std::size_t c_rows,
-                          std::size_t c_cols);
-
-template <class A, class B, class C>
-Shape check_shape(Op op_a, Op op_b, const A& a, const B& b, const C& c) {
-  return check_shape(op_a, op_b, a.extent(0), a.extent(1), b.extent(0), b.extent(1), c.extent(0),
-                     c.extent(1));
+/// A matrix as a batch of one.
+template <class T>
+StridedBatch<T> as_batch(const Matrix<T>& x) {
+  const Kokkos::LayoutStride layout(1, x.extent(0) * x.extent(1), x.extent(0), x.stride(0),
+                                    x.extent(1), 1);
+  return StridedBatch<T>(x.data(), layout);
 }
 
-template <class A, class B, class C>
-Shape check_batched_shape(Op op_a, Op op_b, const A& a, const B& b, const C& c) {
-  return check_batched_shape(op_a, op_b, a.extent(0), a.extent(1), a.extent(2), b.extent(0),
-                             b.extent(1), b.extent(2), c.extent(0), c.extent(1), c.extent(2));
-}
+/// Checks extents, that rows are contiguous, that batch extents are C's or 1, and that the
+/// bias covers every product; throws InputError naming what is wrong.
+template <class TA, class TC>
+Shape check(Op op_a, Op op_b, const StridedBatch<const TA>& a, const StridedBatch<const TA>& b,
+            const StridedBatch<TC>& c, const Epilogue<TC>& epilogue);
 
 /// Throws InputError unless precision is fp32 or tf32 (the float-operand modes).
 void check_float_precision(Precision precision);
 
-/// C = beta * C (C = 0 when beta is 0, whatever C held): the whole product when k = 0,
+/// C = epilogue(beta * C) (beta 0 writes 0 whatever C held): the whole product when k = 0,
 /// which vendor libraries treat inconsistently.
-void scale(const ExecSpace& space, float beta, const Matrix<float>& c);
-void scale(const ExecSpace& space, float beta, const Matrix<bf16>& c);
+template <class T>
+void scale(const ExecSpace& space, float beta, const StridedBatch<T>& c,
+           const Epilogue<T>& epilogue);
+
+/// C = epilogue(C): the epilogue as a pass of its own (the OpenMP backend).
+template <class T>
+void apply_epilogue(const ExecSpace& space, const StridedBatch<T>& c, const Epilogue<T>& epilogue);
 
 }  // namespace dqntrader::gemm::detail

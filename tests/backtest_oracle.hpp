@@ -17,6 +17,11 @@ struct Metrics {
   double total_return, cagr, annual_volatility, sharpe, sortino, max_drawdown, calmar;
   long trades_closed = 0;
   double win_rate, profit_factor, expectancy, turnover, exposure, total_cost;
+  // The size of what each cancelling metric is computed from: a metric near zero that is
+  // a difference of large terms can only be as exact, relative to these, as its inputs.
+  struct {
+    double total_return, cagr, sharpe, sortino, calmar, expectancy;
+  } scale;
 };
 
 inline int sign(double x) {
@@ -105,6 +110,21 @@ inline Metrics metrics(const std::vector<double>& close, const std::vector<doubl
     const double mean_loss = losses > 0 ? sum_losses / losses : 0.0;
     m.expectancy = m.win_rate * mean_win - (1.0 - m.win_rate) * std::fabs(mean_loss);
   }
+  double mean_abs = 0.0;
+  for (double x : r)
+    mean_abs += std::fabs(x - risk_free);
+  mean_abs /= count;
+  m.scale.total_return = equity;
+  m.scale.cagr = m.cagr + 1.0;
+  m.scale.sharpe = std::sqrt(bars_per_year) * mean_abs / stdev;
+  m.scale.sortino = std::sqrt(bars_per_year) * mean_abs / downside_deviation;
+  m.scale.calmar = (m.cagr + 1.0) / std::fabs(worst);
+  m.scale.expectancy = 0.0;
+  if (!trades.empty()) {
+    const double mean_win = wins > 0 ? sum_wins / wins : 0.0;
+    const double mean_loss = losses > 0 ? sum_losses / losses : 0.0;
+    m.scale.expectancy = m.win_rate * mean_win + (1.0 - m.win_rate) * std::fabs(mean_loss);
+  }
   m.turnover = n > 0 ? turnover / count : nan;
   m.exposure = n > 0 ? exposed / count : nan;
   m.total_cost = total_cost;
@@ -133,8 +153,8 @@ inline std::vector<int> decisions(const std::vector<double>& q, std::size_t n,
 
 /// The forward pass in double: state = features + one-hot(incoming position); ReLU hidden
 /// layers; a linear head or, with dueling, V + A - mean(A). Parameters follow the flat
-/// layout: per layer a row-major [inputs x outputs] weight then the bias; dueling heads are
-/// value (1 output) then advantage.
+/// layout: per layer a row-major [inputs x outputs] weight then the bias; the dueling head
+/// is one layer of 1 + actions outputs, the value first.
 struct Network {
   std::size_t features, positions, actions;
   std::vector<std::size_t> hidden;

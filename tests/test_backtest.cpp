@@ -52,6 +52,8 @@ Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory> upload_rows(
 // whose magnitude is below floor compare absolutely against floor.
 void expect_near_relative(double got, double expected, double relative, const char* what,
                           double floor = 1e-14) {
+  if (std::isnan(floor) || std::isinf(floor))
+    floor = 1e-14;
   if (std::isnan(expected)) {
     EXPECT_TRUE(std::isnan(got)) << what << ": got " << got << ", expected NaN";
     return;
@@ -65,20 +67,24 @@ void expect_near_relative(double got, double expected, double relative, const ch
       << what << ": got " << got << ", expected " << expected;
 }
 
+// Every metric relative to its own size or, for those that cancel, the size of what they
+// are computed from (oracle::Metrics::scale).
 void expect_metrics(const WindowMetrics& got, const oracle::Metrics& expected, double relative) {
   EXPECT_EQ(got.bars, expected.bars);
   EXPECT_EQ(got.trades_closed, expected.trades_closed);
-  expect_near_relative(got.total_return, expected.total_return, relative, "total_return");
-  expect_near_relative(got.cagr, expected.cagr, relative, "cagr");
+  const auto& s = expected.scale;
+  expect_near_relative(got.total_return, expected.total_return, relative, "total_return",
+                       s.total_return);
+  expect_near_relative(got.cagr, expected.cagr, relative, "cagr", s.cagr);
   expect_near_relative(got.annual_volatility, expected.annual_volatility, relative,
                        "annual_volatility");
-  expect_near_relative(got.sharpe, expected.sharpe, relative, "sharpe");
-  expect_near_relative(got.sortino, expected.sortino, relative, "sortino");
+  expect_near_relative(got.sharpe, expected.sharpe, relative, "sharpe", s.sharpe);
+  expect_near_relative(got.sortino, expected.sortino, relative, "sortino", s.sortino);
   expect_near_relative(got.max_drawdown, expected.max_drawdown, relative, "max_drawdown");
-  expect_near_relative(got.calmar, expected.calmar, relative, "calmar");
+  expect_near_relative(got.calmar, expected.calmar, relative, "calmar", s.calmar);
   expect_near_relative(got.win_rate, expected.win_rate, relative, "win_rate");
   expect_near_relative(got.profit_factor, expected.profit_factor, relative, "profit_factor");
-  expect_near_relative(got.expectancy, expected.expectancy, relative, "expectancy");
+  expect_near_relative(got.expectancy, expected.expectancy, relative, "expectancy", s.expectancy);
   expect_near_relative(got.turnover, expected.turnover, relative, "turnover");
   expect_near_relative(got.exposure, expected.exposure, relative, "exposure");
   expect_near_relative(got.total_cost, expected.total_cost, relative, "total_cost");
@@ -157,18 +163,28 @@ TEST_P(SameQValues, OracleOnTheLibrarysQValuesAgreesExactly) {
     data::FeatureSet features(space, f.bars, f.spec);
     const data::FeatureStats stats = features.fit(f.train.begin, f.train.end);
     const nn::ParameterLayout layout(f.network);
-    const auto parameters = upload(nn::initial_parameters(layout, seed + dueling));
-    eval::BacktestEvaluator evaluator(space, features, stats, f.network, f.window, f.config);
-    const WindowMetrics metrics = evaluator.evaluate(parameters);
-
     eval::QPolicy policy(space, f.network, f.config.precision, features, stats, 1,
                          f.config.chunk_bars, f.window.returns(), f.config.flat_index());
     const std::size_t n = f.window.returns();
-    const std::vector<float> q = policy.q_values(
-        space, eval::ParameterRows(parameters.data(), 1, layout.size()), f.window.begin, n);
-    const std::vector<int> path = oracle::decisions(std::vector<double>(q.begin(), q.end()), n, 3,
-                                                    3, static_cast<int>(f.config.flat_index()));
-    const std::vector<double> positions = to_positions(path, f.config.positions);
+    // A random network may never trade; take the first of a few that does, so that the
+    // trade metrics are exercised.
+    Kokkos::View<float*, DeviceMemory> parameters;
+    std::vector<double> positions;
+    for (std::uint64_t attempt = 0; attempt < 50; ++attempt) {
+      parameters = upload(nn::initial_parameters(layout, seed + 1000 * dueling + attempt));
+      const std::vector<float> q = policy.q_values(
+          space, eval::ParameterRows(parameters.data(), 1, layout.size()), f.window.begin, n);
+      const std::vector<int> path = oracle::decisions(std::vector<double>(q.begin(), q.end()), n, 3,
+                                                      3, static_cast<int>(f.config.flat_index()));
+      positions = to_positions(path, f.config.positions);
+      if (oracle::metrics(window_close(f.bars, f.window), positions, f.config.cost,
+                          f.config.bars_per_year, 0.0)
+              .trades_closed > 10) {
+        break;
+      }
+    }
+    eval::BacktestEvaluator evaluator(space, features, stats, f.network, f.window, f.config);
+    const WindowMetrics metrics = evaluator.evaluate(parameters);
     const eval::PathDetail detail = evaluator.path_detail(parameters);
     ASSERT_EQ(detail.positions, positions) << "dueling " << dueling;
     const oracle::Metrics expected = oracle::metrics(window_close(f.bars, f.window), positions,

@@ -390,3 +390,106 @@ TEST(GemmPrecision, ReducedModesDifferFromFp32OnlyWhereTheBackendHasTheUnits) {
 
 }  // namespace
 }  // namespace dqntrader
+
+namespace dqntrader {
+namespace {
+
+// --- epilogues and strided batches ----------------------------------------------------------
+
+// relu?(alpha * op(A[s]) op(B[s]) + beta * C0[s] + bias[s * stride + j]) against the oracle,
+// for a batch whose C is a block of rows of a larger array (a strided batch, as the
+// evaluator uses it), in every mode.
+template <class TAB, class TC, class ToAB, class ToC, class FromC>
+void check_epilogue(Mode mode, ToAB to_ab, ToC to_c, FromC from_c, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const ExecSpace space;
+  const std::size_t batch = 3, m = 17, n = 33, k = 64, total_rows = 3 * m, first_row = m;
+  for (bool relu : {false, true}) {
+    for (bool with_bias : {false, true}) {
+      std::vector<Problem> problems;
+      for (std::size_t s = 0; s < batch; ++s)
+        problems.push_back(make_problem(rng, Op::none, Op::transpose, m, n, k, 0.5f, 0.25f));
+      const std::vector<float> bias_values = testing::random_values(rng, batch * n);
+      std::vector<std::vector<float>> as, bs;
+      std::vector<std::vector<float>> cs(batch, std::vector<float>(total_rows * n, 7.0f));
+      for (std::size_t s = 0; s < batch; ++s) {
+        as.push_back(problems[s].a);
+        bs.push_back(problems[s].b);
+        std::copy(problems[s].c0.begin(), problems[s].c0.end(), cs[s].begin() + first_row * n);
+      }
+      auto a = to_device_batch<TAB>(as, m, k, to_ab);
+      auto b = to_device_batch<TAB>(bs, n, k, to_ab);
+      auto c_all = to_device_batch<TC>(cs, total_rows, n, to_c);
+      gemm::Epilogue<TC> epilogue;
+      epilogue.relu = relu;
+      if (with_bias) {
+        Kokkos::View<TC*, DeviceMemory> bias("test::bias", batch * n);
+        auto host = Kokkos::create_mirror_view(bias);
+        for (std::size_t i = 0; i < bias_values.size(); ++i)
+          host(i) = to_c(bias_values[i]);
+        Kokkos::deep_copy(bias, host);
+        epilogue.bias = bias;
+        epilogue.bias_stride = n;
+      }
+      const gemm::StridedBatch<TC> c_block = Kokkos::subview(
+          c_all, Kokkos::ALL, std::make_pair(first_row, first_row + m), Kokkos::ALL);
+      if constexpr (std::is_same<TAB, float>::value) {
+        gemm::gemm_batched(space, mode == Mode::fp32 ? Precision::fp32 : Precision::tf32, Op::none,
+                           Op::transpose, 0.5f, a, b, 0.25f, c_block, epilogue);
+      } else {
+        gemm::gemm_batched(space, Op::none, Op::transpose, 0.5f, a, b, 0.25f, c_block, epilogue);
+      }
+      for (std::size_t s = 0; s < batch; ++s) {
+        const std::vector<float> all = item_to_host(c_all, s, from_c);
+        double worst = 0.0, scale = 0.0;
+        for (std::size_t i = 0; i < total_rows; ++i) {
+          for (std::size_t j = 0; j < n; ++j) {
+            const double got = all[i * n + j];
+            if (i < first_row || i >= first_row + m) {
+              ASSERT_EQ(got, from_c(to_c(7.0f))) << "a row outside the block was written";
+              continue;
+            }
+            const Problem& p = problems[s];
+            double sum = 0.0, magnitude = 0.0;
+            for (std::size_t q = 0; q < k; ++q) {
+              sum += p.op_a_at(i - first_row, q) * p.op_b_at(q, j);
+              magnitude += std::fabs(p.op_a_at(i - first_row, q) * p.op_b_at(q, j));
+            }
+            const double bias = with_bias ? bias_values[s * n + j] : 0.0;
+            double exact = 0.5 * sum + 0.25 * p.c0[(i - first_row) * n + j] + bias;
+            if (relu)
+              exact = std::max(exact, 0.0);
+            worst = std::max(worst, std::fabs(got - exact));
+            scale =
+                std::max(scale, 0.5 * magnitude + 0.25 * std::fabs(p.c0[(i - first_row) * n + j]) +
+                                    std::fabs(bias));
+          }
+        }
+        EXPECT_LE(worst / scale, bound(mode))
+            << name(mode) << " relu " << relu << " bias " << with_bias;
+      }
+    }
+  }
+}
+
+TEST(GemmEpilogue, BiasAndReluOnAStridedBatchInEveryMode) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  check_epilogue<float, float>(Mode::fp32, identity, identity, identity, seed);
+  check_epilogue<float, float>(Mode::tf32, identity, identity, identity, seed + 1);
+  check_epilogue<bf16, float>(Mode::bf16_to_float, to_bf16, identity, identity, seed + 2);
+  check_epilogue<bf16, bf16>(Mode::bf16_to_bf16, to_bf16, to_bf16, widen, seed + 3);
+}
+
+TEST(GemmEpilogue, RejectsAShortBias) {
+  const ExecSpace space;
+  Matrix<float> a("a", 4, 5), b("b", 5, 6), c("c", 4, 6);
+  gemm::Epilogue<float> epilogue;
+  epilogue.bias = Kokkos::View<float*, DeviceMemory>("bias", 5);
+  EXPECT_THROW(
+      gemm::gemm(space, Precision::fp32, Op::none, Op::none, 1.0f, a, b, 0.0f, c, epilogue),
+      InputError);
+}
+
+}  // namespace
+}  // namespace dqntrader

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "../execution.hpp"
-#include "cublas_handle.hpp"
+#include "cuda_check.hpp"
 #include "dqntrader/core/error.hpp"
 
 namespace dqntrader::exec {

@@ -1,6 +1,8 @@
-// One kernel over the cells of a row-major matrix: a team per row, its threads over the
-// row's columns. On CUDA a team of up to 256 threads touches consecutive addresses and no
-// thread divides to find its cell; on the host a team is one thread walking the row.
+// One kernel over the cells of a row-major matrix, shaped for the backend. On CUDA a team
+// per row, its (up to 256) threads over the row's columns: consecutive threads touch
+// consecutive addresses and no thread divides to find its cell. On the host a thread per
+// row walking its columns: a contiguous inner loop the compiler can vectorize, with
+// everything that depends only on the row hoisted out of it.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -15,19 +17,23 @@ namespace dqntrader {
 template <class F>
 void for_each_cell(const char* label, const ExecSpace& space, std::size_t rows, std::size_t cols,
                    const F& f) {
+#if defined(DQNTRADER_BACKEND_CUDA)
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
-#if defined(DQNTRADER_BACKEND_CUDA)
   const int team = cols >= 256 ? 256 : (cols > 64 ? 128 : 32);
-#else
-  const int team = 1;
-#endif
   Kokkos::parallel_for(
       label, Policy(space, static_cast<int>(rows), team), KOKKOS_LAMBDA(const Member& member) {
         const std::size_t row = static_cast<std::size_t>(member.league_rank());
         Kokkos::parallel_for(Kokkos::TeamThreadRange(member, cols),
                              [&](const std::size_t col) { f(row, col); });
       });
+#else
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(const std::size_t row) {
+        for (std::size_t col = 0; col < cols; ++col)
+          f(row, col);
+      });
+#endif
 }
 
 }  // namespace dqntrader

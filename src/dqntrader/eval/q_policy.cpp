@@ -6,7 +6,6 @@
 
 #include "backends/gemm.hpp"
 #include "dqntrader/core/error.hpp"
-#include "dqntrader/core/for_each_cell.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 
 namespace dqntrader::eval {
@@ -88,92 +87,74 @@ void gather_weight(const ExecSpace& space, const ParameterRows& parameters,
       });
 }
 
+// out[k * cols + j] = bias j of every policy, converted.
+template <class T>
 void gather_bias(const ExecSpace& space, const ParameterRows& parameters, const nn::Tensor& tensor,
-                 const Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory>& out) {
+                 const Kokkos::View<T*, DeviceMemory>& out) {
   const std::size_t policies = parameters.extent(0), cols = tensor.cols, offset = tensor.offset;
   Kokkos::parallel_for(
       "dqntrader::eval::gather_bias", Kokkos::RangePolicy<ExecSpace>(space, 0, policies * cols),
       KOKKOS_LAMBDA(const std::size_t flat) {
-        out(flat / cols, flat % cols) = parameters(flat / cols, offset + flat % cols);
+        store(out(flat), parameters(flat / cols, offset + flat % cols));
+      });
+}
+
+// The first layer's bias for each incoming position: out[(k * positions + p) * width + h] =
+// b1[h] + W1[features + p][h] (the one-hot row of the position).
+template <class T>
+void position_biases(const ExecSpace& space, const ParameterRows& parameters,
+                     const nn::Tensor& weight, const nn::Tensor& bias, std::size_t features,
+                     std::size_t positions, const Kokkos::View<T*, DeviceMemory>& out) {
+  const std::size_t policies = parameters.extent(0), width = weight.cols;
+  const std::size_t w_offset = weight.offset + features * width, b_offset = bias.offset;
+  Kokkos::parallel_for(
+      "dqntrader::eval::position_biases",
+      Kokkos::RangePolicy<ExecSpace>(space, 0, policies * positions * width),
+      KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t k = flat / (positions * width), ph = flat % (positions * width),
+                          h = ph % width;
+        store(out(flat), parameters(k, b_offset + h) + parameters(k, w_offset + ph));
       });
 }
 
 // The dueling head folded into one linear layer: Q_a = V + A_a - mean_b A_b is linear in
-// the last hidden layer, with weight w_v + w_a - mean_b w_b and bias b_v + b_a - mean_b b_b.
+// the last hidden layer, with weight w_V + w_a - mean_b w_b and bias b_V + b_a - mean_b b_b.
 template <class T>
-void fold_dueling(const ExecSpace& space, const ParameterRows& parameters,
-                  const nn::Tensor& value_w, const nn::Tensor& value_b, const nn::Tensor& adv_w,
-                  const nn::Tensor& adv_b, const MatrixBatch<T>& weight,
-                  const Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory>& bias) {
-  const std::size_t policies = parameters.extent(0), hidden = adv_w.rows, actions = adv_w.cols;
-  const std::size_t vw = value_w.offset, vb = value_b.offset, aw = adv_w.offset, ab = adv_b.offset;
+void fold_dueling(const ExecSpace& space, const ParameterRows& parameters, const nn::Tensor& head_w,
+                  const nn::Tensor& head_b, const MatrixBatch<T>& weight,
+                  const Kokkos::View<float*, DeviceMemory>& bias) {
+  const std::size_t policies = parameters.extent(0), hidden = head_w.rows, outputs = head_w.cols;
+  const std::size_t actions = outputs - 1, w = head_w.offset, b = head_b.offset;
   Kokkos::parallel_for(
       "dqntrader::eval::fold_dueling_weight",
       Kokkos::RangePolicy<ExecSpace>(space, 0, policies * hidden),
       KOKKOS_LAMBDA(const std::size_t flat) {
-        const std::size_t k = flat / hidden, h = flat % hidden;
+        const std::size_t k = flat / hidden, h = flat % hidden, row = w + h * outputs;
         float mean = 0.0f;
-        for (std::size_t a = 0; a < actions; ++a)
-          mean += parameters(k, aw + h * actions + a);
+        for (std::size_t a = 1; a <= actions; ++a)
+          mean += parameters(k, row + a);
         mean /= static_cast<float>(actions);
         for (std::size_t a = 0; a < actions; ++a) {
-          store(weight(k, h, a),
-                parameters(k, vw + h) + parameters(k, aw + h * actions + a) - mean);
+          store(weight(k, h, a), parameters(k, row) + parameters(k, row + 1 + a) - mean);
         }
       });
   Kokkos::parallel_for(
       "dqntrader::eval::fold_dueling_bias", Kokkos::RangePolicy<ExecSpace>(space, 0, policies),
       KOKKOS_LAMBDA(const std::size_t k) {
         float mean = 0.0f;
-        for (std::size_t a = 0; a < actions; ++a)
-          mean += parameters(k, ab + a);
+        for (std::size_t a = 1; a <= actions; ++a)
+          mean += parameters(k, b + a);
         mean /= static_cast<float>(actions);
         for (std::size_t a = 0; a < actions; ++a)
-          bias(k, a) = parameters(k, vb) + parameters(k, ab + a) - mean;
-      });
-}
-
-// hidden[k][p * c + i][h] = relu(z[k][i][h] + position_rows[k][p][h] + bias[k][h])
-template <class T>
-void expand_positions(const ExecSpace& space, const MatrixBatch<const float>& z,
-                      const MatrixBatch<const float>& position_rows,
-                      const Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>& bias,
-                      const MatrixBatch<T>& hidden) {
-  // Row indices fit 32 bits (checked by the engine): 32-bit division is far cheaper on GPUs.
-  const std::uint32_t policies = z.extent(0), c = z.extent(1), width = z.extent(2);
-  const std::uint32_t rows = static_cast<std::uint32_t>(position_rows.extent(1)) * c;
-  for_each_cell(
-      "dqntrader::eval::expand_positions", space, std::size_t{policies} * rows, width,
-      KOKKOS_LAMBDA(const std::size_t flat_row, const std::size_t h) {
-        const std::uint32_t r = static_cast<std::uint32_t>(flat_row);
-        const std::uint32_t k = r / rows, row = r - k * rows, p = row / c, i = row - p * c;
-        const float v = z(k, i, h) + position_rows(k, p, h) + bias(k, h);
-        store(hidden(k, row, h), v > 0.0f ? v : 0.0f);
-      });
-}
-
-template <class T>
-void bias_relu(const ExecSpace& space,
-               const Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>& bias,
-               const MatrixBatch<T>& x) {
-  const std::uint32_t rows = x.extent(1);
-  for_each_cell(
-      "dqntrader::eval::bias_relu", space, x.extent(0) * rows, x.extent(2),
-      KOKKOS_LAMBDA(const std::size_t flat_row, const std::size_t h) {
-        const std::uint32_t r = static_cast<std::uint32_t>(flat_row);
-        const std::uint32_t k = r / rows, row = r - k * rows;
-        const float v = to_float(x(k, row, h)) + bias(k, h);
-        store(x(k, row, h), v > 0.0f ? v : 0.0f);
+          bias(k * actions + a) = parameters(k, b) + parameters(k, b + 1 + a) - mean;
       });
 }
 
 // maps[k * stride + first + i] = the position map of bar i: argmax over actions (ties to
 // the lowest action) for every incoming position.
-void argmax_maps(const ExecSpace& space, const MatrixBatch<const float>& q,
-                 const Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>& bias,
-                 std::size_t positions, std::size_t c,
-                 const Kokkos::View<std::uint32_t*, DeviceMemory>& maps, std::size_t stride,
-                 std::size_t first) {
+void argmax_maps(const ExecSpace& space, const MatrixBatch<const float>& q, std::size_t positions,
+                 std::size_t c, const Kokkos::View<std::uint32_t*, DeviceMemory>& maps,
+                 std::size_t stride, std::size_t first) {
   const std::size_t actions = q.extent(2);
   Kokkos::parallel_for(
       "dqntrader::eval::argmax_maps", Kokkos::RangePolicy<ExecSpace>(space, 0, q.extent(0) * c),
@@ -183,11 +164,10 @@ void argmax_maps(const ExecSpace& space, const MatrixBatch<const float>& q,
         for (std::size_t p = 0; p < positions; ++p) {
           const std::size_t row = p * c + i;
           std::size_t best = 0;
-          float best_q = q(k, row, 0) + bias(k, 0);
+          float best_q = q(k, row, 0);
           for (std::size_t a = 1; a < actions; ++a) {
-            const float value = q(k, row, a) + bias(k, a);
-            if (value > best_q) {
-              best_q = value;
+            if (q(k, row, a) > best_q) {
+              best_q = q(k, row, a);
               best = a;
             }
           }
@@ -195,11 +175,6 @@ void argmax_maps(const ExecSpace& space, const MatrixBatch<const float>& q,
         }
         maps(k * stride + first + i) = m;
       });
-}
-
-template <class T>
-MatrixBatch<T> batch_view(T* data, std::size_t batch, std::size_t rows, std::size_t cols) {
-  return MatrixBatch<T>(data, batch, rows, cols);
 }
 
 }  // namespace
@@ -238,21 +213,20 @@ class EngineImpl final : public QPolicy::Engine {
     for (std::size_t w : spec.hidden)
       widest = std::max(widest, w);
     auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
-    m_first_features = MatrixBatch<T>(alloc("dqntrader::eval::w_first_features"), policies,
-                                      spec.features, first_width);
-    m_first_positions = MatrixBatch<float>(alloc("dqntrader::eval::w_first_positions"), policies,
-                                           positions, first_width);
-    for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
-      m_biases.push_back(BiasRows(alloc("dqntrader::eval::bias"), policies, spec.hidden[l]));
-      if (l > 0) {
-        m_weights.push_back(MatrixBatch<T>(alloc("dqntrader::eval::weight"), policies,
-                                           spec.hidden[l - 1], spec.hidden[l]));
-      }
+    m_first_weight =
+        MatrixBatch<T>(alloc("dqntrader::eval::w_first"), policies, spec.features, first_width);
+    m_first_bias = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::b_first"),
+                                                  policies * positions * first_width);
+    for (std::size_t l = 1; l < spec.hidden.size(); ++l) {
+      m_weights.push_back(MatrixBatch<T>(alloc("dqntrader::eval::weight"), policies,
+                                         spec.hidden[l - 1], spec.hidden[l]));
+      m_biases.push_back(Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::bias"),
+                                                        policies * spec.hidden[l]));
     }
     m_head = MatrixBatch<T>(alloc("dqntrader::eval::w_head"), policies, spec.hidden.back(),
                             spec.actions);
-    m_head_bias = BiasRows(alloc("dqntrader::eval::b_head"), policies, spec.actions);
-    m_z = MatrixBatch<float>(alloc("dqntrader::eval::z_first"), policies, chunk, first_width);
+    m_head_bias = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::eval::b_head"),
+                                                     policies * spec.actions);
     const std::size_t activation = policies * positions * chunk * widest;
     m_ping = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::activations_a"), activation);
     m_pong = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::activations_b"), activation);
@@ -269,8 +243,7 @@ class EngineImpl final : public QPolicy::Engine {
     const std::size_t positions = m_layout.spec().positions;
     forward(space, parameters, begin, n,
             [&](std::size_t first, std::size_t c, const MatrixBatch<const float>& q) {
-              argmax_maps(space, q, sub(m_head_bias, parameters.extent(0)), positions, c, maps,
-                          max_decisions, first);
+              argmax_maps(space, q, positions, c, maps, max_decisions, first);
             });
     for (std::size_t k = 0; k < parameters.extent(0); ++k) {
       const auto range = std::make_pair(k * max_decisions, k * max_decisions + n);
@@ -285,18 +258,15 @@ class EngineImpl final : public QPolicy::Engine {
                               std::size_t begin, std::size_t n) override {
     const std::size_t positions = m_layout.spec().positions, actions = m_layout.spec().actions;
     std::vector<float> values(n * positions * actions);
-    auto bias = Kokkos::create_mirror_view(m_head_bias);
     forward(space, parameters, begin, n,
             [&](std::size_t first, std::size_t c, const MatrixBatch<const float>& q) {
               auto host = Kokkos::create_mirror_view(q);
               Kokkos::deep_copy(space, host, q);
-              Kokkos::deep_copy(space, bias, m_head_bias);
               compat::fence(space, "dqntrader::eval::q_values: the host reads the Q-values");
               for (std::size_t i = 0; i < c; ++i) {
                 for (std::size_t p = 0; p < positions; ++p) {
                   for (std::size_t a = 0; a < actions; ++a) {
-                    values[((first + i) * positions + p) * actions + a] =
-                        host(0, p * c + i, a) + bias(0, a);
+                    values[((first + i) * positions + p) * actions + a] = host(0, p * c + i, a);
                   }
                 }
               }
@@ -306,8 +276,9 @@ class EngineImpl final : public QPolicy::Engine {
 
  private:
   // Runs the networks over bars [begin, begin + n) chunk by chunk; after each chunk calls
-  // on_chunk(first, c, q) with q[k][p * c + i][a] for bar begin + first + i (head bias not
-  // yet added).
+  // on_chunk(first, c, q) with q[k][p * c + i][a] = Q of bar begin + first + i, incoming p.
+  // Every layer is one product with its bias and ReLU in the epilogue; the first layer runs
+  // once per incoming position, with that position's one-hot row folded into its bias.
   template <class OnChunk>
   void forward(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
                std::size_t n, const OnChunk& on_chunk) {
@@ -325,76 +296,77 @@ class EngineImpl final : public QPolicy::Engine {
       throw InputError("decision window out of range");
     prepare_weights(space, parameters);
 
-    const std::size_t positions = spec.positions, hidden_layers = spec.hidden.size();
+    const std::size_t positions = spec.positions, first_width = spec.hidden.front();
     for (std::size_t first = 0; first < n; first += m_chunk) {
-      const std::size_t c = std::min(m_chunk, n - first);
-      // Layer 1, feature part, once per bar: z = X W_features (X shared by every policy).
+      const std::size_t c = std::min(m_chunk, n - first), rows = positions * c;
       MatrixBatch<const T> x(m_features.data() + (begin + first) * spec.features, 1, c,
                              spec.features);
-      auto z = batch_view(m_z.data(), k_count, c, spec.hidden.front());
-      product(space, x, sub(m_first_features, k_count), z);
-      // ... completed with each incoming position's row of W and the bias.
-      auto hidden = batch_view(m_ping.data(), k_count, positions * c, spec.hidden.front());
-      expand_positions(space, MatrixBatch<const float>(z), sub(m_first_positions, k_count),
-                       sub(m_biases[0], k_count), hidden);
+      MatrixBatch<T> hidden(m_ping.data(), k_count, rows, first_width);
+      for (std::size_t p = 0; p < positions; ++p) {
+        gemm::Epilogue<T> epilogue;
+        epilogue.bias = Kokkos::View<const T*, DeviceMemory>(
+            m_first_bias.data() + p * first_width, m_first_bias.extent(0) - p * first_width);
+        epilogue.bias_stride = positions * first_width;
+        epilogue.relu = true;
+        product<T>(
+            space, x, sub(m_first_weight, k_count),
+            Kokkos::subview(hidden, Kokkos::ALL, std::make_pair(p * c, (p + 1) * c), Kokkos::ALL),
+            epilogue);
+      }
       T* in = m_ping.data();
       T* out = m_pong.data();
-      for (std::size_t l = 1; l < hidden_layers; ++l) {
-        MatrixBatch<const T> a(in, k_count, positions * c, spec.hidden[l - 1]);
-        auto next = batch_view(out, k_count, positions * c, spec.hidden[l]);
-        product(space, a, sub(m_weights[l - 1], k_count), next);
-        bias_relu(space, sub(m_biases[l], k_count), next);
+      for (std::size_t l = 1; l < spec.hidden.size(); ++l) {
+        MatrixBatch<const T> a(in, k_count, rows, spec.hidden[l - 1]);
+        MatrixBatch<T> next(out, k_count, rows, spec.hidden[l]);
+        gemm::Epilogue<T> epilogue;
+        epilogue.bias = m_biases[l - 1];
+        epilogue.bias_stride = spec.hidden[l];
+        epilogue.relu = true;
+        product<T>(space, a, sub(m_weights[l - 1], k_count), next, epilogue);
         std::swap(in, out);
       }
-      MatrixBatch<const T> last(in, k_count, positions * c, spec.hidden.back());
-      auto q = batch_view(m_q.data(), k_count, positions * c, spec.actions);
-      product(space, last, sub(m_head, k_count), q);
+      MatrixBatch<const T> last(in, k_count, rows, spec.hidden.back());
+      MatrixBatch<float> q(m_q.data(), k_count, rows, spec.actions);
+      gemm::Epilogue<float> head;
+      head.bias = m_head_bias;
+      head.bias_stride = spec.actions;
+      product<float>(space, last, sub(m_head, k_count), q, head);
       on_chunk(first, c, MatrixBatch<const float>(q));
     }
   }
 
-  template <class V>
-  static V sub(const V& v, std::size_t k_count) {
-    if constexpr (V::rank == 3) {
-      return Kokkos::subview(v, std::make_pair(std::size_t{0}, k_count), Kokkos::ALL, Kokkos::ALL);
-    } else {
-      return Kokkos::subview(v, std::make_pair(std::size_t{0}, k_count), Kokkos::ALL);
-    }
+  static MatrixBatch<T> sub(const MatrixBatch<T>& v, std::size_t k_count) {
+    return Kokkos::subview(v, std::make_pair(std::size_t{0}, k_count), Kokkos::ALL, Kokkos::ALL);
   }
 
-  void product(const ExecSpace& space, const MatrixBatch<const T>& a, const MatrixBatch<const T>& b,
-               const MatrixBatch<float>& c) const {
+  template <class TC>
+  void product(const ExecSpace& space, const gemm::StridedBatch<const T>& a,
+               const gemm::StridedBatch<const T>& b, const gemm::StridedBatch<TC>& c,
+               const gemm::Epilogue<TC>& epilogue) const {
     if constexpr (std::is_same<T, bf16>::value) {
-      gemm::gemm_batched(space, Op::none, Op::none, 1.0f, a, b, 0.0f, c);
+      gemm::gemm_batched(space, Op::none, Op::none, 1.0f, a, b, 0.0f, c, epilogue);
     } else {
-      gemm::gemm_batched(space, m_precision, Op::none, Op::none, 1.0f, a, b, 0.0f, c);
+      gemm::gemm_batched(space, m_precision, Op::none, Op::none, 1.0f, a, b, 0.0f, c, epilogue);
     }
-  }
-
-  void product(const ExecSpace& space, const MatrixBatch<const T>& a, const MatrixBatch<const T>& b,
-               const MatrixBatch<bf16>& c) const {
-    gemm::gemm_batched(space, Op::none, Op::none, 1.0f, a, b, 0.0f, c);
   }
 
   void prepare_weights(const ExecSpace& space, const ParameterRows& parameters) {
     const nn::NetworkSpec& spec = m_layout.spec();
     const std::size_t k_count = parameters.extent(0);
-    gather_weight(space, parameters, m_layout.weight(0), 0, sub(m_first_features, k_count));
-    gather_weight(space, parameters, m_layout.weight(0), spec.features,
-                  sub(m_first_positions, k_count));
-    for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
-      gather_bias(space, parameters, m_layout.bias(l), sub(m_biases[l], k_count));
-      if (l > 0)
-        gather_weight(space, parameters, m_layout.weight(l), 0, sub(m_weights[l - 1], k_count));
+    gather_weight(space, parameters, m_layout.weight(0), 0, sub(m_first_weight, k_count));
+    position_biases(space, parameters, m_layout.weight(0), m_layout.bias(0), spec.features,
+                    spec.positions, m_first_bias);
+    for (std::size_t l = 1; l < spec.hidden.size(); ++l) {
+      gather_weight(space, parameters, m_layout.weight(l), 0, sub(m_weights[l - 1], k_count));
+      gather_bias(space, parameters, m_layout.bias(l), m_biases[l - 1]);
     }
     const std::size_t head = spec.hidden.size();
     if (spec.dueling) {
       fold_dueling(space, parameters, m_layout.weight(head), m_layout.bias(head),
-                   m_layout.weight(head + 1), m_layout.bias(head + 1), sub(m_head, k_count),
-                   sub(m_head_bias, k_count));
+                   sub(m_head, k_count), m_head_bias);
     } else {
       gather_weight(space, parameters, m_layout.weight(head), 0, sub(m_head, k_count));
-      gather_bias(space, parameters, m_layout.bias(head), sub(m_head_bias, k_count));
+      gather_bias(space, parameters, m_layout.bias(head), m_head_bias);
     }
   }
 
@@ -402,13 +374,13 @@ class EngineImpl final : public QPolicy::Engine {
   Precision m_precision;
   Matrix<const T> m_features;
   std::size_t m_chunk, m_flat;
-  MatrixBatch<T> m_first_features;
-  MatrixBatch<float> m_first_positions;
+  MatrixBatch<T> m_first_weight;
+  Kokkos::View<T*, DeviceMemory> m_first_bias;
   std::vector<MatrixBatch<T>> m_weights;
-  std::vector<BiasRows> m_biases;
+  std::vector<Kokkos::View<T*, DeviceMemory>> m_biases;
   MatrixBatch<T> m_head;
-  BiasRows m_head_bias;
-  MatrixBatch<float> m_z, m_q;
+  Kokkos::View<float*, DeviceMemory> m_head_bias;
+  MatrixBatch<float> m_q;
   Kokkos::View<T*, DeviceMemory> m_ping, m_pong;
 };
 

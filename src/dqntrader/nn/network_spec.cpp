@@ -41,8 +41,7 @@ ParameterLayout::ParameterLayout(const NetworkSpec& spec) : m_spec(spec) {
     in = spec.hidden[i];
   }
   if (spec.dueling) {
-    add("value", in, 1);
-    add("advantage", in, spec.actions);
+    add("dueling_head", in, 1 + spec.actions);  // column 0: value V; columns 1..: advantages A
   } else {
     add("q", in, spec.actions);
   }

@@ -39,9 +39,9 @@ class ParameterLayout {
 
   const NetworkSpec& spec() const { return m_spec; }
   std::size_t size() const { return m_size; }  // floats in the buffer
-  /// Hidden and head layers in order: weight(i), bias(i) for i < layers(). Without dueling
-  /// the last layer is the Q head; with dueling the last two entries are the value and the
-  /// advantage heads, both fed by the last hidden layer.
+  /// Hidden and head layers in order: weight(i), bias(i) for i < layers(). The last layer
+  /// is the head: Q directly, or with dueling one layer of 1 + actions outputs, column 0
+  /// the value V and columns 1.. the advantages A.
   std::size_t layers() const { return m_weights.size(); }
   const Tensor& weight(std::size_t i) const { return m_weights[i]; }
   const Tensor& bias(std::size_t i) const { return m_biases[i]; }
