@@ -32,7 +32,7 @@ struct LtContextDeleter {
 LtContext::LtContext()
     : m_workspace(Kokkos::view_alloc(Kokkos::WithoutInitializing,
                                      std::string("dqntrader::gemm::cublaslt_workspace")),
-                  workspace_bytes) {
+                  workspace_bytes + 256) {
   DQNTRADER_CUBLAS(cublasLtCreate(&m_handle));
 }
 

@@ -43,7 +43,11 @@ class LtContext {
   static LtContext& instance();
 
   cublasLtHandle_t handle() const { return m_handle; }
-  void* workspace() const { return m_workspace.data(); }
+  /// cuBLASLt wants its workspace 256-byte aligned; Kokkos allocations are 128-byte aligned.
+  void* workspace() const {
+    const auto address = reinterpret_cast<std::uintptr_t>(m_workspace.data());
+    return reinterpret_cast<void*>((address + 255) & ~std::uintptr_t{255});
+  }
   static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
 
   /// The cached plan for key, or nullptr.
