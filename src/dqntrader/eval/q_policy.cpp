@@ -185,7 +185,7 @@ class QPolicy::Engine {
   virtual void enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
                        std::size_t n) = 0;
   virtual std::vector<float> q_values(const ExecSpace& space, const ParameterRows& parameters,
-                                      std::size_t begin, std::size_t n) = 0;
+                                      std::size_t k, std::size_t begin, std::size_t n) = 0;
   std::size_t max_policies = 0, max_decisions = 0;
   Kokkos::View<std::uint32_t*, DeviceMemory> maps;
   Kokkos::View<std::int8_t*, DeviceMemory> paths;
@@ -255,7 +255,7 @@ class EngineImpl final : public QPolicy::Engine {
   }
 
   std::vector<float> q_values(const ExecSpace& space, const ParameterRows& parameters,
-                              std::size_t begin, std::size_t n) override {
+                              std::size_t k, std::size_t begin, std::size_t n) override {
     const std::size_t positions = m_layout.spec().positions, actions = m_layout.spec().actions;
     std::vector<float> values(n * positions * actions);
     forward(space, parameters, begin, n,
@@ -266,7 +266,7 @@ class EngineImpl final : public QPolicy::Engine {
               for (std::size_t i = 0; i < c; ++i) {
                 for (std::size_t p = 0; p < positions; ++p) {
                   for (std::size_t a = 0; a < actions; ++a) {
-                    values[((first + i) * positions + p) * actions + a] = host(0, p * c + i, a);
+                    values[((first + i) * positions + p) * actions + a] = host(k, p * c + i, a);
                   }
                 }
               }
@@ -421,8 +421,10 @@ void QPolicy::enqueue(const ExecSpace& space, const ParameterRows& parameters, s
 }
 
 std::vector<float> QPolicy::q_values(const ExecSpace& space, const ParameterRows& parameters,
-                                     std::size_t begin, std::size_t n) {
-  return m_engine->q_values(space, parameters, begin, n);
+                                     std::size_t k, std::size_t begin, std::size_t n) {
+  if (k >= parameters.extent(0))
+    throw InputError("q_values: no policy " + std::to_string(k));
+  return m_engine->q_values(space, parameters, k, begin, n);
 }
 
 Kokkos::View<const std::int8_t*, DeviceMemory> QPolicy::path(std::size_t k, std::size_t n) const {

@@ -44,11 +44,12 @@ class QPolicy {
   void enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
                std::size_t n);
 
-  /// The Q-values (head bias included, exactly as the argmax sees them) of the first
-  /// policy in parameters at bars [begin, begin + n), copied to the host as
-  /// q[(i * positions + incoming) * actions + action]. For inspection and tests; waits.
+  /// The Q-values of policy k at bars [begin, begin + n), computed exactly as enqueue()
+  /// computes them for the same parameter rows (the same batched products), copied to the
+  /// host as q[(i * positions + incoming) * actions + action]. For inspection and tests;
+  /// waits.
   std::vector<float> q_values(const ExecSpace& space, const ParameterRows& parameters,
-                              std::size_t begin, std::size_t n);
+                              std::size_t k, std::size_t begin, std::size_t n);
 
   /// The position path of policy k (the first n entries are valid after enqueue).
   Kokkos::View<const std::int8_t*, DeviceMemory> path(std::size_t k, std::size_t n) const;
