@@ -17,7 +17,7 @@ Usage: scripts/bootstrap.sh [options]
   --arch ARCH        CUDA architecture for --cuda (Kokkos name, default HOPPER90 = sm_90)
   --deps-dir DIR     cache root (default $DQNTRADER_DEPS_DIR, else ~/.cache/dqntrader)
   --no-apt           do not install Debian packages (check only that the tools exist)
-  --bench            also install the benchmark peers (python3-torch, python3-numpy, libopenblas0)
+  --bench            also install the benchmark peers (python3-torch, python3-numpy)
   --jobs N           parallel build jobs (default 2)
   --print-prefix     print the installed prefix (for CMAKE_PREFIX_PATH) on stdout at the end
   -h, --help         this text
@@ -61,9 +61,11 @@ kokkos_version=3.4.01
 # ---------------------------------------------------------------------------------------
 # 1. Debian packages
 # ---------------------------------------------------------------------------------------
+# OpenBLAS built for OpenMP: it runs on the OpenMP threads Kokkos already has, where the
+# pthreads build would compete with them for the cores.
 packages=(cmake ninja-build g++ make patch pkg-config libgtest-dev libbenchmark-dev
-          libopenblas-dev libcli11-dev nlohmann-json3-dev dpkg-dev)
-[ "$bench" = 1 ] && packages+=(python3-torch python3-numpy libopenblas0)
+          libopenblas-openmp-dev libcli11-dev nlohmann-json3-dev dpkg-dev)
+[ "$bench" = 1 ] && packages+=(python3-torch python3-numpy)
 
 missing_packages() {
   local p

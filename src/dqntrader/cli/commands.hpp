@@ -21,6 +21,7 @@ Command add_info(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_cache(CLI::App& app);
 Command add_backtest(CLI::App& app);
+Command add_train(CLI::App& app);
 
 /// Writes text to path atomically (or to stdout for "-").
 void write_output(const std::string& path, const std::string& text);

@@ -1,0 +1,53 @@
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dqntrader/cli/commands.hpp"
+#include "dqntrader/train/training_run.hpp"
+
+namespace dqntrader::cli {
+
+Command add_train(CLI::App& app) {
+  struct Options {
+    train::TrainConfig config;
+    std::string config_file;
+    std::vector<std::pair<CLI::Option*, train::Setting>> flags;
+    std::vector<std::string> values;
+  };
+  auto options = std::make_shared<Options>();
+  Command command;
+  command.app = app.add_subcommand("train",
+                                   "train a DQN trading agent on the device and validate it every "
+                                   "epoch; without --data it trains on the "
+                                   "built-in synthetic market");
+  CLI::App* c = command.app;
+  c->add_option(
+      "--config", options->config_file,
+      "JSON file of settings (keys as the flags below, without --); flags given here override it");
+  const std::vector<train::Setting> all = train::settings(options->config);
+  options->values.resize(all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const train::Setting& s = all[i];
+    CLI::Option* option = c->add_option("--" + s.name, options->values[i], s.help);
+    option->default_str(s.get());
+    if (s.is_flag)
+      option->expected(0, 1)->default_str(s.get());
+    options->flags.push_back({option, s});
+  }
+  command.run = [options](const ExecSpace& space) {
+    if (!options->config_file.empty())
+      train::apply_settings_json(options->config, options->config_file);
+    std::vector<train::Setting> bound = train::settings(options->config);
+    for (std::size_t i = 0; i < options->flags.size(); ++i) {
+      if (options->flags[i].first->count() == 0)
+        continue;
+      const std::string& value = options->values[i];
+      bound[i].set(bound[i].is_flag && value.empty() ? "true" : value);
+    }
+    train::run_training(space, options->config, std::cerr);
+  };
+  return command;
+}
+
+}  // namespace dqntrader::cli

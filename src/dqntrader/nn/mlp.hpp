@@ -1,0 +1,62 @@
+// The Q-network's forward and backward passes over a batch of states, for training.
+//
+// Parameters live in one flat float buffer (ParameterLayout); the products read a working
+// copy in the compute type T (bf16 on CUDA by default, else the float buffer itself). Hidden
+// biases are read from the working copy, the head's bias from the float buffer.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "backends/gemm.hpp"
+#include "dqntrader/core/bf16.hpp"
+#include "dqntrader/core/precision.hpp"
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/nn/network_spec.hpp"
+
+namespace dqntrader::nn {
+
+template <class T>
+struct Weights {
+  Kokkos::View<const T*, DeviceMemory> working;     // the layout, in the compute type
+  Kokkos::View<const float*, DeviceMemory> master;  // the layout, float
+};
+
+template <class T>
+class Mlp {
+ public:
+  /// precision: fp32 or tf32 for T = float, bf16 for T = bf16. Buffers for up to max_rows
+  /// states are allocated here.
+  Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision, std::size_t max_rows);
+
+  /// q[r][a] = Q(states[r])[a] for the first rows states (states: rows x state_size, in T).
+  /// Keeps the activations (and a reference to states) for backward().
+  void forward(const ExecSpace& space, const Weights<T>& w, const Matrix<const T>& states,
+               std::size_t rows, const Matrix<float>& q);
+
+  /// Writes into grads (flat, float, same layout) the gradient, with respect to every
+  /// parameter, of sum over r < rows, a of dq[r][a] * Q(states[r])[a], for the states of the
+  /// last forward() (rows <= its rows).
+  void backward(const ExecSpace& space, const Weights<T>& w, const Matrix<const float>& dq,
+                std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads);
+
+  const ParameterLayout& layout() const { return m_layout; }
+
+ private:
+  template <class TC>
+  void product(const ExecSpace& space, gemm::Op op_a, gemm::Op op_b, const Matrix<const T>& a,
+               const Matrix<const T>& b, const Matrix<TC>& c,
+               const gemm::Epilogue<TC>& epilogue) const;
+
+  ParameterLayout m_layout;
+  Precision m_precision;
+  std::size_t m_max_rows, m_head_width;
+  Matrix<const T> m_states;
+  std::vector<Matrix<T>> m_hidden;  // post-ReLU activations per hidden layer
+  Matrix<float> m_head_out;         // dueling: [V | A] before combining
+  Matrix<float> m_head_grad;        // d loss / d head outputs
+  Matrix<T> m_head_grad_t;          // the same in the compute type
+  Matrix<T> m_grad_a, m_grad_b;     // activation gradients, ping-pong
+};
+
+}  // namespace dqntrader::nn

@@ -1,0 +1,54 @@
+// The "vaccine": stress transitions reserved at setup and mixed into training so that rare
+// regimes are not forgotten. Stress bars are the training bars with the largest next-bar
+// moves and those deepest in a buy-and-hold drawdown (each the top `quantile` of the
+// training window). Because a step's outcome depends only on (bar, incoming position,
+// action), every combination at a stress bar is a valid one-step transition: the set holds
+// them all and its batches are drawn uniformly from them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/replay/replay_buffer.hpp"
+
+namespace dqntrader::replay {
+
+struct RewardModel {
+  Kokkos::View<const double*, DeviceMemory> close;
+  Kokkos::View<const double*, DeviceMemory> positions;  // the position of each action
+  double cost;
+  double scale;
+
+  /// The reward of taking action a at bar t coming from position index p: the scaled net
+  /// return of DESIGN.md section 5.
+  KOKKOS_INLINE_FUNCTION float operator()(std::size_t t, int p, int a) const {
+    const double target = positions(a), before = positions(p);
+    const double traded = target > before ? target - before : before - target;
+    return static_cast<float>(scale * (target * (close(t + 1) / close(t) - 1.0) - cost * traded));
+  }
+};
+
+class VaccineSet {
+ public:
+  /// close: host prices of every bar; stress bars are chosen among decisions at
+  /// [begin, end - 1).
+  VaccineSet(const ExecSpace& space, const std::vector<double>& close, std::size_t begin,
+             std::size_t end, double quantile, const RewardModel& rewards, double gamma);
+
+  std::size_t bars() const { return m_bars.extent(0); }
+  /// The stress bars (host copy), ascending.
+  std::vector<std::int32_t> stress_bars() const;
+
+  /// Draws batch.size() transitions uniformly from the set, the draw-th use of seed.
+  void sample(const ExecSpace& space, std::uint64_t seed,
+              const Kokkos::View<const std::int64_t, DeviceMemory>& draw, const Batch& batch) const;
+
+ private:
+  Kokkos::View<std::int32_t*, DeviceMemory> m_bars;
+  RewardModel m_rewards;
+  float m_gamma;
+};
+
+}  // namespace dqntrader::replay

@@ -1,0 +1,508 @@
+#include "dqntrader/train/dqn_trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/env/states.hpp"
+#include "dqntrader/env/trading_env.hpp"
+#include "dqntrader/eval/backtest_evaluator.hpp"
+#include "dqntrader/nn/adam.hpp"
+#include "dqntrader/nn/mlp.hpp"
+#include "dqntrader/replay/replay_buffer.hpp"
+#include "dqntrader/replay/vaccine_set.hpp"
+#include "dqntrader/train/causal_probe.hpp"
+#include "dqntrader/train/td_loss.hpp"
+#include "dqntrader/train/training_guard.hpp"
+
+namespace dqntrader::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The epoch's sums, on the device, read once per epoch.
+struct EpochSums {
+  double loss, q, samples, learning_steps;
+};
+
+void accumulate(const ExecSpace& space, const Kokkos::View<EpochSums, DeviceMemory>& sums,
+                const Kokkos::View<const LossSums, DeviceMemory>& loss, double batch) {
+  Kokkos::parallel_for(
+      "dqntrader::train::accumulate", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
+      KOKKOS_LAMBDA(const int) {
+        EpochSums& s = sums();
+        s.loss += loss().loss;
+        s.q += loss().q;
+        s.samples += batch;
+        s.learning_steps += 1.0;
+      });
+}
+
+void count_step(const ExecSpace& space, const Kokkos::View<std::int64_t, DeviceMemory>& step) {
+  Kokkos::parallel_for(
+      "dqntrader::train::count_step", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
+      KOKKOS_LAMBDA(const int) { step() += 1; });
+}
+
+// target = tau * online + (1 - tau) * target, and its working copy.
+template <class T>
+void soft_update(const ExecSpace& space, const Kokkos::View<const float*, DeviceMemory>& online,
+                 const Kokkos::View<float*, DeviceMemory>& target,
+                 const Kokkos::View<T*, DeviceMemory>& working, float tau) {
+  const bool write_working = working.extent(0) == target.extent(0);
+  Kokkos::parallel_for(
+      "dqntrader::train::soft_update", Kokkos::RangePolicy<ExecSpace>(space, 0, target.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        const float v = tau * online(i) + (1.0f - tau) * target(i);
+        target(i) = v;
+        if (write_working)
+          store(working(i), v);
+      });
+}
+
+template <class T>
+void to_working(const ExecSpace& space, const Kokkos::View<const float*, DeviceMemory>& from,
+                const Kokkos::View<T*, DeviceMemory>& to) {
+  Kokkos::parallel_for(
+      "dqntrader::train::to_working", Kokkos::RangePolicy<ExecSpace>(space, 0, from.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i) { store(to(i), from(i)); });
+}
+
+// Rows [first, first + count) of a matrix as a matrix.
+template <class T>
+Matrix<T> rows_of(const Matrix<T>& m, std::size_t first, std::size_t count) {
+  return Matrix<T>(m.data() + first * m.extent(1), count, m.extent(1));
+}
+
+}  // namespace
+
+class DqnTrainer::Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual EpochReport run_epoch() = 0;
+  virtual std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) = 0;
+  virtual std::vector<float> parameters() const = 0;
+
+  TrainConfig config;
+  nn::NetworkSpec network;
+  data::FeatureSpec feature_spec;
+  data::FeatureStats stats;
+  std::vector<double> positions = {-1.0, 0.0, 1.0};
+  std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0, vaccine_bars = 0;
+};
+
+namespace {
+
+template <class T>
+class EngineImpl final : public DqnTrainer::Engine {
+ public:
+  EngineImpl(const ExecSpace& space, const TrainConfig& c, const data::Bars& bars,
+             const data::Bars* validation, const data::FeatureSpec& spec)
+      : m_space(space), m_train_features(space, bars, spec) {
+    config = c;
+    feature_spec = spec;
+    // Windows: training at the start, validation at the end (or in the validation data).
+    const std::size_t warmup = spec.warmup();
+    if (validation == nullptr) {
+      const std::size_t usable = bars.size() - warmup;
+      train_begin = warmup;
+      train_end = warmup + static_cast<std::size_t>(usable * (1.0 - c.val_fraction));
+      val_begin = train_end;
+      val_end = bars.size();
+    } else {
+      train_begin = warmup;
+      train_end = bars.size();
+      val_begin = warmup;
+      val_end = validation->size();
+      m_val_features = std::make_unique<data::FeatureSet>(space, *validation, spec);
+    }
+    if (train_end < train_begin + 3 * c.n_step + 3)
+      throw InputError("too few training bars after the feature warm-up");
+    if (val_end < val_begin + 2 * c.val_windows + 1)
+      throw InputError("too few validation bars for the validation windows");
+    stats = m_train_features.fit(train_begin, train_end);
+    m_features = standardized();
+
+    network.features = spec.count();
+    network.positions = positions.size();
+    network.actions = positions.size();
+    network.hidden = c.hidden;
+    network.dueling = c.dueling;
+    const nn::ParameterLayout layout(network);
+    const std::size_t p = layout.size(), b = c.batch_size, e = c.environments, a = network.actions;
+    const std::size_t s = network.state_size();
+
+    auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
+    m_online = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::online"), p);
+    m_target = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::target"), p);
+    m_grads = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::grads"), p);
+    if constexpr (std::is_same<T, bf16>::value) {
+      m_online_working =
+          Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::train::online_working"), p);
+      m_target_working =
+          Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::train::target_working"), p);
+    }
+    const std::vector<float> initial = nn::initial_parameters(layout, c.seed);
+    Kokkos::deep_copy(
+        space, m_online,
+        Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+            initial.data(), p));
+    Kokkos::deep_copy(space, m_target, m_online);
+    refresh_working();
+
+    m_close = m_train_features.close();
+    Kokkos::View<double*, DeviceMemory> position_values(alloc("dqntrader::train::positions"),
+                                                        positions.size());
+    auto host_positions = Kokkos::create_mirror_view(position_values);
+    for (std::size_t i = 0; i < positions.size(); ++i)
+      host_positions(i) = positions[i];
+    Kokkos::deep_copy(space, position_values, host_positions);
+    const replay::RewardModel rewards{m_close, position_values, c.cost, c.reward_scale};
+
+    env::EnvSettings env_settings;
+    env_settings.environments = e;
+    env_settings.begin = train_begin;
+    env_settings.end = train_end;
+    env_settings.episode_length = c.episode_length;
+    env_settings.epsilon_start = c.epsilon_start;
+    env_settings.epsilon_end = c.epsilon_end;
+    env_settings.epsilon_steps = static_cast<std::int64_t>(c.epsilon_steps);
+    env_settings.seed = c.seed;
+    env_settings.flat_index = 1;
+    m_env = std::make_unique<env::TradingEnv>(space, rewards, env_settings);
+    m_replay =
+        std::make_unique<replay::ReplayBuffer>(space, c.replay_capacity, e, c.n_step, c.gamma);
+    m_vaccine = std::make_unique<replay::VaccineSet>(space, bars.close, train_begin, train_end,
+                                                     c.vaccine_quantile, rewards, c.gamma);
+    vaccine_bars = m_vaccine->bars();
+    m_probe = std::make_unique<CausalProbe<T>>(space, m_features, spec, positions.size(),
+                                               train_begin, train_end, c.probe_batch, c.seed);
+
+    const std::size_t probe_rows = m_probe->states().extent(0);
+    const std::size_t online_rows = std::max({2 * b, e, probe_rows});
+    m_online_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, online_rows);
+    m_target_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, b);
+
+    nn::AdamSettings adam;
+    adam.learning_rate = static_cast<float>(c.learning_rate);
+    adam.beta1 = static_cast<float>(c.adam_beta1);
+    adam.beta2 = static_cast<float>(c.adam_beta2);
+    adam.epsilon = static_cast<float>(c.adam_epsilon);
+    adam.weight_decay = static_cast<float>(c.weight_decay);
+    adam.clip_norm = static_cast<float>(c.clip_norm);
+    adam.schedule = nn::parse_schedule(c.lr_schedule);
+    adam.schedule_steps = static_cast<std::int64_t>(c.epochs * c.steps_per_epoch);
+    adam.final_fraction = static_cast<float>(c.lr_final_fraction);
+    m_adam = std::make_unique<nn::Adam>(space, p, adam);
+    m_guard = std::make_unique<TrainingGuard>(space, p, c.guard_limit);
+
+    m_batch = replay::Batch(space, b);
+    m_env_states = Matrix<T>(alloc("dqntrader::train::env_states"), e, s);
+    m_env_q = Matrix<float>(alloc("dqntrader::train::env_q"), e, a);
+    m_states = Matrix<T>(alloc("dqntrader::train::states"), 2 * b, s);
+    m_q_online = Matrix<float>(alloc("dqntrader::train::q_online"), online_rows, a);
+    m_q_target = Matrix<float>(alloc("dqntrader::train::q_target"), b, a);
+    m_dq = Matrix<float>(alloc("dqntrader::train::dq"), b, a);
+    m_loss = Kokkos::View<LossSums, DeviceMemory>(alloc("dqntrader::train::loss"));
+    m_sums = Kokkos::View<EpochSums, DeviceMemory>(alloc("dqntrader::train::epoch_sums"));
+    m_probe_sums = Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::probe_sums"),
+                                                       m_probe->groups().size());
+    m_step = Kokkos::View<std::int64_t, DeviceMemory>(alloc("dqntrader::train::step"));
+    m_guard->snapshot(space, learner_state());
+
+    eval::BacktestConfig backtest;
+    backtest.positions = positions;
+    backtest.cost = c.cost;
+    backtest.bars_per_year = c.bars_per_year;
+    backtest.risk_free = c.risk_free;
+    backtest.chunk_bars = c.chunk_bars;
+    backtest.precision = c.precision;
+    const data::FeatureSet& val_features = m_val_features ? *m_val_features : m_train_features;
+    m_evaluator = std::make_unique<eval::BacktestEvaluator>(
+        space, val_features, stats, network, eval::BarRange{val_begin, val_end}, backtest);
+    const std::size_t span = (val_end - val_begin) / c.val_windows;
+    for (std::size_t w = 0; w < c.val_windows; ++w) {
+      m_windows.push_back(
+          {val_begin + w * span, w + 1 == c.val_windows ? val_end : val_begin + (w + 1) * span});
+    }
+    compat::fence(space, "dqntrader::train: setup uploads finish before the host vectors go");
+  }
+
+  EpochReport run_epoch() override {
+    const TrainConfig& c = config;
+    const auto start = Clock::now();
+    for (std::size_t i = 0; i < c.steps_per_epoch; ++i)
+      step();
+    // The one read-back of the epoch: sums and counters.
+    auto sums = Kokkos::create_mirror_view(m_sums);
+    auto adam = Kokkos::create_mirror_view(m_adam->counters());
+    auto guard = Kokkos::create_mirror_view(m_guard->counters());
+    auto probe = Kokkos::create_mirror_view(m_probe_sums);
+    Kokkos::deep_copy(m_space, sums, m_sums);
+    Kokkos::deep_copy(m_space, adam, m_adam->counters());
+    Kokkos::deep_copy(m_space, guard, m_guard->counters());
+    Kokkos::deep_copy(m_space, probe, m_probe_sums);
+    compat::fence(m_space, "dqntrader::train: the epoch summary is read on the host");
+    const double train_seconds = seconds_since(start);
+
+    EpochReport r;
+    r.epoch = ++m_epoch;
+    r.steps = m_steps;
+    r.learning_steps = m_learning_steps;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    r.loss = sums().samples > 0 ? sums().loss / sums().samples : nan;
+    r.mean_q = sums().samples > 0 ? sums().q / sums().samples : nan;
+    r.epsilon = env::epsilon_at(m_env->settings(), m_steps);
+    r.learning_rate = m_adam->learning_rate(adam().calls);
+    r.skipped = adam().skipped - m_skipped_before;
+    r.restores = guard().restores - m_restores_before;
+    r.consecutive_faults = std::max(adam().consecutive, guard().consecutive);
+    m_skipped_before = adam().skipped;
+    m_restores_before = guard().restores;
+    const double probes = static_cast<double>(m_probes_this_epoch);
+    for (std::size_t g = 0; g < m_probe->groups().size(); ++g) {
+      r.probe.push_back({m_probe->groups()[g], probes > 0 ? probe(g) / probes : nan});
+    }
+    r.train_seconds = train_seconds;
+    Kokkos::deep_copy(m_space, m_sums, EpochSums{0, 0, 0, 0});
+    Kokkos::deep_copy(m_space, m_probe_sums, 0.0);
+    m_probes_this_epoch = 0;
+
+    const auto validation_start = Clock::now();
+    r.validation = validate_online();
+    r.validation_seconds = seconds_since(validation_start);
+    double sharpe = 0.0;
+    for (const auto& m : r.validation)
+      sharpe += m.sharpe;
+    r.validation_sharpe = sharpe / static_cast<double>(r.validation.size());
+    return r;
+  }
+
+  std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) override {
+    Kokkos::View<float*, DeviceMemory> device(
+        Kokkos::view_alloc(m_space, std::string("dqntrader::train::validate")), parameters.size());
+    Kokkos::deep_copy(
+        m_space, device,
+        Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+            parameters.data(), parameters.size()));
+    return m_windows.size() == 1 ? std::vector<eval::WindowMetrics>{m_evaluator->evaluate(device)}
+                                 : m_evaluator->walk_forward(device, m_windows);
+  }
+
+  std::vector<float> parameters() const override {
+    std::vector<float> host(m_online.extent(0));
+    Kokkos::deep_copy(
+        m_space,
+        Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+            host.data(), host.size()),
+        m_online);
+    compat::fence(m_space, "dqntrader::train: the parameters are read on the host");
+    return host;
+  }
+
+ private:
+  Matrix<T> standardized() const {
+    if constexpr (std::is_same<T, bf16>::value) {
+      return m_train_features.standardized_bf16(stats);
+    } else {
+      return m_train_features.standardized_float(stats);
+    }
+  }
+
+  nn::Weights<T> online_weights() const {
+    if constexpr (std::is_same<T, bf16>::value) {
+      return {m_online_working, m_online};
+    } else {
+      return {m_online, m_online};
+    }
+  }
+
+  nn::Weights<T> target_weights() const {
+    if constexpr (std::is_same<T, bf16>::value) {
+      return {m_target_working, m_target};
+    } else {
+      return {m_target, m_target};
+    }
+  }
+
+  LearnerState<T> learner_state() const {
+    return LearnerState<T>{
+        m_online,         m_target,        m_adam->first_moment(), m_adam->second_moment(),
+        m_online_working, m_target_working};
+  }
+
+  void refresh_working() const {
+    if constexpr (std::is_same<T, bf16>::value) {
+      to_working(m_space, Kokkos::View<const float*, DeviceMemory>(m_online), m_online_working);
+      to_working(m_space, Kokkos::View<const float*, DeviceMemory>(m_target), m_target_working);
+    }
+  }
+
+  std::vector<eval::WindowMetrics> validate_online() {
+    if (m_windows.size() == 1)
+      return {m_evaluator->evaluate_graphed(m_online)};
+    return m_evaluator->walk_forward(m_online, m_windows);
+  }
+
+  void step() {
+    const TrainConfig& c = config;
+    const std::size_t b = c.batch_size, e = c.environments;
+    // The environments act and write their transitions.
+    env::assemble_states(m_space, Matrix<const T>(m_features), m_env->bars(), m_env->positions(), e,
+                         m_env_states);
+    m_online_net->forward(m_space, online_weights(), m_env_states, e, m_env_q);
+    m_env->step(m_space, m_env_q, *m_replay, m_step);
+    m_replay->advance(m_space);
+    ++m_steps;
+    // Learning, once the replay holds enough complete n-step windows (the host knows the
+    // count: every step writes E transitions).
+    const std::int64_t total = m_steps * static_cast<std::int64_t>(e);
+    const bool ready = total >= static_cast<std::int64_t>(c.learning_starts) &&
+                       m_replay->end_sampleable(total) > m_replay->first_sampleable(total);
+    if (ready)
+      learn(b);
+    count_step(m_space, m_step);
+  }
+
+  void learn(std::size_t b) {
+    const TrainConfig& c = config;
+    ++m_learning_steps;
+    const bool vaccine = c.vaccine_interval > 0 &&
+                         m_learning_steps % static_cast<std::int64_t>(c.vaccine_interval) == 0;
+    if (vaccine) {
+      m_vaccine->sample(m_space, c.seed, m_step, m_batch);
+    } else {
+      m_replay->sample(m_space, c.seed, m_step, m_batch);
+    }
+    env::assemble_states(m_space, Matrix<const T>(m_features), m_batch.bar, m_batch.position, b,
+                         m_states);
+    env::assemble_states(m_space, Matrix<const T>(m_features), m_batch.next_bar,
+                         m_batch.next_position, b, m_states, b);
+    m_online_net->forward(m_space, online_weights(), m_states, 2 * b, m_q_online);
+    m_target_net->forward(m_space, target_weights(), rows_of(Matrix<const T>(m_states), b, b), b,
+                          m_q_target);
+    td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b), m_q_target, m_batch,
+            c.huber_delta, m_dq, m_loss);
+    m_online_net->backward(m_space, online_weights(), m_dq, b, m_grads);
+    m_adam->step(m_space, m_online, m_grads, m_online_working);
+    accumulate(m_space, m_sums, m_loss, static_cast<double>(b));
+    if (c.tau > 0.0) {
+      soft_update(m_space, Kokkos::View<const float*, DeviceMemory>(m_online), m_target,
+                  m_target_working, static_cast<float>(c.tau));
+    } else if (m_learning_steps % static_cast<std::int64_t>(c.target_update) == 0) {
+      Kokkos::deep_copy(m_space, m_target, m_online);
+      if constexpr (std::is_same<T, bf16>::value)
+        Kokkos::deep_copy(m_space, m_target_working, m_online_working);
+    }
+    if (c.guard_interval > 0 &&
+        m_learning_steps % static_cast<std::int64_t>(c.guard_interval) == 0) {
+      m_guard->check(m_space, learner_state(), rows_of(Matrix<const float>(m_q_online), 0, 2 * b),
+                     m_loss);
+    }
+    if (c.probe_interval > 0 &&
+        m_learning_steps % static_cast<std::int64_t>(c.probe_interval) == 0) {
+      const Matrix<const T> states = m_probe->states();
+      m_online_net->forward(m_space, online_weights(), states, states.extent(0), m_q_online);
+      m_probe->accumulate(m_space, rows_of(Matrix<const float>(m_q_online), 0, states.extent(0)),
+                          m_probe_sums);
+      ++m_probes_this_epoch;
+    }
+  }
+
+  ExecSpace m_space;
+  data::FeatureSet m_train_features;
+  std::unique_ptr<data::FeatureSet> m_val_features;
+  Matrix<T> m_features;
+  Kokkos::View<const double*, DeviceMemory> m_close;
+  Kokkos::View<float*, DeviceMemory> m_online, m_target, m_grads;
+  Kokkos::View<T*, DeviceMemory> m_online_working, m_target_working;
+  std::unique_ptr<env::TradingEnv> m_env;
+  std::unique_ptr<replay::ReplayBuffer> m_replay;
+  std::unique_ptr<replay::VaccineSet> m_vaccine;
+  std::unique_ptr<CausalProbe<T>> m_probe;
+  std::unique_ptr<nn::Mlp<T>> m_online_net, m_target_net;
+  std::unique_ptr<nn::Adam> m_adam;
+  std::unique_ptr<TrainingGuard> m_guard;
+  std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
+  std::vector<eval::BarRange> m_windows;
+  replay::Batch m_batch;
+  Matrix<T> m_env_states, m_states;
+  Matrix<float> m_env_q, m_q_online, m_q_target, m_dq;
+  Kokkos::View<LossSums, DeviceMemory> m_loss;
+  Kokkos::View<EpochSums, DeviceMemory> m_sums;
+  Kokkos::View<double*, DeviceMemory> m_probe_sums;
+  Kokkos::View<std::int64_t, DeviceMemory> m_step;
+  std::int64_t m_steps = 0, m_learning_steps = 0, m_skipped_before = 0, m_restores_before = 0;
+  std::size_t m_epoch = 0, m_probes_this_epoch = 0;
+};
+
+}  // namespace
+
+DqnTrainer::DqnTrainer(const ExecSpace& space, const TrainConfig& config, const data::Bars& bars,
+                       const data::Bars* validation) {
+  train::validate(config);
+  data::FeatureConfig features;
+  features.return_window = config.return_window;
+  features.volatility_window = config.volatility_window;
+  features.ofi_window = config.ofi_window;
+  const data::FeatureSpec spec = data::resolve_features(features, bars);
+  data::check_features_available(spec, bars, 3 * static_cast<std::size_t>(config.n_step) + 8);
+  if (validation != nullptr)
+    data::check_features_available(spec, *validation, 2 * config.val_windows + 1);
+  if (config.precision == Precision::bf16) {
+    m_engine = std::make_unique<EngineImpl<bf16>>(space, config, bars, validation, spec);
+  } else {
+    m_engine = std::make_unique<EngineImpl<float>>(space, config, bars, validation, spec);
+  }
+}
+
+DqnTrainer::~DqnTrainer() = default;
+
+EpochReport DqnTrainer::run_epoch() {
+  return m_engine->run_epoch();
+}
+
+std::vector<eval::WindowMetrics> DqnTrainer::validate(const std::vector<float>& parameters) {
+  return m_engine->validate(parameters);
+}
+
+std::vector<float> DqnTrainer::parameters() const {
+  return m_engine->parameters();
+}
+
+io::PolicyFile DqnTrainer::policy(const std::vector<float>& parameters) const {
+  io::PolicyFile p;
+  p.network = m_engine->network;
+  p.features = m_engine->feature_spec;
+  p.stats = m_engine->stats;
+  p.positions = m_engine->positions;
+  p.parameters = parameters;
+  return p;
+}
+
+const nn::NetworkSpec& DqnTrainer::network() const {
+  return m_engine->network;
+}
+const data::FeatureSpec& DqnTrainer::features() const {
+  return m_engine->feature_spec;
+}
+std::pair<std::size_t, std::size_t> DqnTrainer::training_window() const {
+  return {m_engine->train_begin, m_engine->train_end};
+}
+std::pair<std::size_t, std::size_t> DqnTrainer::validation_window() const {
+  return {m_engine->val_begin, m_engine->val_end};
+}
+std::size_t DqnTrainer::vaccine_bars() const {
+  return m_engine->vaccine_bars;
+}
+
+}  // namespace dqntrader::train

@@ -1,0 +1,83 @@
+// DQNTrainer: double DQN trained on the device, validated on the device.
+//
+// One step, in order on one execution space (one stream, no host round trip): the
+// environments act on the online network's Q-values and write their transitions into the
+// replay ring; then (once learning has started) a batch is drawn (from the vaccine set every
+// vaccine_interval-th step), states are rebuilt by index, the online network evaluates s and
+// s', the target network s', the fused TD kernel gives the Huber loss and dL/dQ, backward
+// fills the gradients, Adam (with clipping and its finite check) updates, the target follows
+// (hard every target_update steps or soft with tau), the guard checks every guard_interval
+// steps and the causal probe runs every probe_interval steps. Nothing is logged and nothing
+// is read back inside the loop: at the epoch's end one small struct of sums comes back and
+// the BacktestEvaluator validates the online network on the validation window.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/data/bars.hpp"
+#include "dqntrader/data/features.hpp"
+#include "dqntrader/eval/window_metrics.hpp"
+#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/nn/network_spec.hpp"
+#include "dqntrader/train/train_config.hpp"
+
+namespace dqntrader::train {
+
+struct EpochReport {
+  std::size_t epoch = 0;                  // 1-based
+  std::int64_t steps = 0;                 // steps taken so far
+  std::int64_t learning_steps = 0;        // of which gradient steps
+  double loss = 0, mean_q = 0;            // means over the epoch's gradient steps (NaN if none)
+  double epsilon = 0, learning_rate = 0;  // at the epoch's end
+  std::int64_t skipped = 0;   // gradient steps skipped for non-finite gradients, this epoch
+  std::int64_t restores = 0;  // guard restores, this epoch
+  std::int64_t consecutive_faults = 0;  // skipped steps or restores in a row at the epoch's end
+  std::vector<eval::WindowMetrics> validation;  // one per walk-forward window
+  double validation_sharpe = 0;                 // mean over the windows
+  std::vector<std::pair<std::string, double>>
+      probe;  // mean |dQ| per feature group (NaN if no probe ran)
+  double train_seconds = 0, validation_seconds = 0;
+};
+
+class DqnTrainer {
+ public:
+  /// bars: the training data (and, without validation, the validation tail); validation:
+  /// separate validation bars or nullptr. space should be an exec::StreamSpace's, so that
+  /// validation can run as a recorded graph on CUDA.
+  DqnTrainer(const ExecSpace& space, const TrainConfig& config, const data::Bars& bars,
+             const data::Bars* validation = nullptr);
+  ~DqnTrainer();
+  DqnTrainer(const DqnTrainer&) = delete;
+  DqnTrainer& operator=(const DqnTrainer&) = delete;
+
+  /// steps_per_epoch steps, then validation.
+  EpochReport run_epoch();
+
+  /// Metrics of parameters (host, flat layout) on the validation windows.
+  std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters);
+
+  /// The online network's parameters (host copy).
+  std::vector<float> parameters() const;
+  /// A policy file of the given parameters, with this run's features and statistics.
+  io::PolicyFile policy(const std::vector<float>& parameters) const;
+
+  const nn::NetworkSpec& network() const;
+  const data::FeatureSpec& features() const;
+  /// Training and validation bar ranges (validation in the validation data when separate).
+  std::pair<std::size_t, std::size_t> training_window() const;
+  std::pair<std::size_t, std::size_t> validation_window() const;
+  std::size_t vaccine_bars() const;
+
+  class Engine;
+
+ private:
+  std::unique_ptr<Engine> m_engine;
+};
+
+}  // namespace dqntrader::train

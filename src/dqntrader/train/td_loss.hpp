@@ -1,0 +1,33 @@
+// The double-DQN target, the Huber loss and its gradient, fused in one kernel:
+//   a*  = argmax_a Q_online(s', a)           (the online network picks)
+//   y   = R + discount * Q_target(s', a*)    (the target network evaluates)
+//   d   = Q_online(s, a) - y
+//   loss = mean over the batch of huber(d), huber(d) = d^2 / 2 if |d| <= delta,
+//          delta (|d| - delta / 2) otherwise
+//   dL/dQ_online(s, a) = clamp(d, -delta, delta) / B, zero for the other actions.
+#pragma once
+
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/replay/replay_buffer.hpp"
+
+namespace dqntrader::train {
+
+struct LossSums {
+  double loss;    // sum of huber(d) over the batch
+  double q;       // sum of Q_online(s, a)
+  double finite;  // 1 when every value was finite, else 0 (a minimum)
+};
+
+/// q_online: 2B rows, [0, B) for the states s and [B, 2B) for the next states s';
+/// q_target: B rows for s'. Writes dq (B rows) and the batch's sums into sums (device).
+void td_loss(const ExecSpace& space, const Matrix<const float>& q_online,
+             const Matrix<const float>& q_target, const replay::Batch& batch, double huber_delta,
+             const Matrix<float>& dq, const Kokkos::View<LossSums, DeviceMemory>& sums);
+
+/// The same, for one sample, in plain arithmetic: the kernel's definition, for reuse.
+KOKKOS_INLINE_FUNCTION double huber(double d, double delta) {
+  const double a = d < 0 ? -d : d;
+  return a <= delta ? 0.5 * d * d : delta * (a - 0.5 * delta);
+}
+
+}  // namespace dqntrader::train

@@ -1,0 +1,240 @@
+#include "dqntrader/train/train_config.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "dqntrader/core/error.hpp"
+
+namespace dqntrader::train {
+
+Precision TrainConfig::default_precision() {
+#if defined(DQNTRADER_BACKEND_CUDA)
+  return Precision::bf16;
+#else
+  return Precision::fp32;
+#endif
+}
+
+namespace {
+
+std::string text(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
+template <class T>
+T parse_number(const std::string& name, const std::string& value) {
+  T result{};
+  const char* first = value.data();
+  const char* last = first + value.size();
+  const auto parsed = std::from_chars(first, last, result);
+  if (parsed.ec != std::errc() || parsed.ptr != last) {
+    throw InputError("setting " + name + ": cannot parse '" + value + "' as a number");
+  }
+  return result;
+}
+
+std::vector<std::string> split(const std::string& value) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream in(value);
+  while (std::getline(in, item, ',')) {
+    if (!item.empty())
+      items.push_back(item);
+  }
+  return items;
+}
+
+template <class T>
+Setting number(const std::string& name, const std::string& help, T& field) {
+  Setting s{name, help, nullptr, nullptr, false, false, true};
+  s.get = [&field] {
+    if constexpr (std::is_floating_point<T>::value)
+      return text(field);
+    return std::to_string(field);
+  };
+  s.set = [name, &field](const std::string& v) { field = parse_number<T>(name, v); };
+  return s;
+}
+
+Setting string(const std::string& name, const std::string& help, std::string& field) {
+  Setting s{name, help, nullptr, nullptr};
+  s.get = [&field] { return field; };
+  s.set = [&field](const std::string& v) { field = v; };
+  return s;
+}
+
+Setting flag(const std::string& name, const std::string& help, bool& field) {
+  Setting s{name, help, nullptr, nullptr, false, true};
+  s.get = [&field] { return std::string(field ? "true" : "false"); };
+  s.set = [name, &field](const std::string& v) {
+    if (v == "true" || v == "1")
+      field = true;
+    else if (v == "false" || v == "0")
+      field = false;
+    else
+      throw InputError("setting " + name + ": expected true or false, got '" + v + "'");
+  };
+  return s;
+}
+
+Setting names(const std::string& name, const std::string& help, std::vector<std::string>& field) {
+  Setting s{name, help, nullptr, nullptr, true};
+  s.get = [&field] {
+    std::string joined;
+    for (const auto& f : field)
+      joined += (joined.empty() ? "" : ",") + f;
+    return joined;
+  };
+  s.set = [&field](const std::string& v) { field = split(v); };
+  return s;
+}
+
+Setting widths(const std::string& name, const std::string& help, std::vector<std::size_t>& field) {
+  Setting s{name, help, nullptr, nullptr, true, false, true};
+  s.get = [&field] {
+    std::string joined;
+    for (std::size_t w : field)
+      joined += (joined.empty() ? "" : ",") + std::to_string(w);
+    return joined;
+  };
+  s.set = [name, &field](const std::string& v) {
+    std::vector<std::size_t> parsed;
+    for (const std::string& item : split(v))
+      parsed.push_back(parse_number<std::size_t>(name, item));
+    field = parsed;
+  };
+  return s;
+}
+
+}  // namespace
+
+std::vector<Setting> settings(TrainConfig& c) {
+  Setting precision{
+      "precision",
+      "matrix-product arithmetic: fp32, tf32 or bf16 (default bf16 on CUDA, fp32 on OpenMP)",
+      nullptr, nullptr};
+  precision.get = [&c] { return std::string(to_string(c.precision)); };
+  precision.set = [&c](const std::string& v) { c.precision = parse_precision(v); };
+  return {
+      string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market", c.data),
+      string("val-data", "separate validation bar file; empty: the last val-fraction of --data",
+             c.val_data),
+      number("val-fraction", "share of the bars held out for validation", c.val_fraction),
+      number("synth-bars", "bars of the built-in synthetic market (seeded by --seed)",
+             c.synth_bars),
+      names("feature-columns", "extra feature columns, by name (comma-separated)",
+            c.feature_columns),
+      names("feature-prefix", "extra feature columns, by name prefix (comma-separated)",
+            c.feature_prefixes),
+      number("return-window", "log returns in the state", c.return_window),
+      number("volatility-window", "bars of the rolling volatility", c.volatility_window),
+      number("ofi-window", "ofi values in the state (when the data has ofi)", c.ofi_window),
+      widths("hidden", "hidden layer widths (comma-separated)", c.hidden),
+      flag("dueling", "dueling head: Q = V + A - mean(A)", c.dueling),
+      precision,
+      number("epochs", "training epochs", c.epochs),
+      number("steps-per-epoch", "gradient steps per epoch", c.steps_per_epoch),
+      number("batch-size", "transitions per gradient step", c.batch_size),
+      number("environments", "environments stepped once per gradient step", c.environments),
+      number("episode-length", "bars per episode before an environment resets", c.episode_length),
+      number("replay-capacity", "transitions the replay ring holds", c.replay_capacity),
+      number("learning-starts", "transitions collected before learning starts", c.learning_starts),
+      number("n-step", "bars summed into each return (n-step returns)", c.n_step),
+      number("gamma", "discount per bar", c.gamma),
+      number("huber-delta", "Huber loss threshold", c.huber_delta),
+      number("epsilon-start", "exploration rate at the first step", c.epsilon_start),
+      number("epsilon-end", "exploration rate after epsilon-steps", c.epsilon_end),
+      number("epsilon-steps", "steps over which epsilon falls linearly", c.epsilon_steps),
+      number("target-update", "hard target-network update every this many steps (tau = 0)",
+             c.target_update),
+      number("tau", "soft target update rate per step; 0 for hard updates", c.tau),
+      number("reward-scale", "factor on the per-bar net return used as reward", c.reward_scale),
+      number("learning-rate", "Adam learning rate", c.learning_rate),
+      string("lr-schedule", "learning-rate schedule: constant, linear or cosine", c.lr_schedule),
+      number("lr-final-fraction", "final learning rate of linear/cosine, as a fraction",
+             c.lr_final_fraction),
+      number("weight-decay", "decoupled weight decay (AdamW)", c.weight_decay),
+      number("clip-norm", "gradient norm clip; 0: none", c.clip_norm),
+      number("adam-beta1", "Adam beta1", c.adam_beta1),
+      number("adam-beta2", "Adam beta2", c.adam_beta2),
+      number("adam-epsilon", "Adam epsilon", c.adam_epsilon),
+      number("vaccine-interval", "every this many steps, a batch of stress transitions; 0: never",
+             c.vaccine_interval),
+      number("vaccine-quantile",
+             "share of training bars (largest moves, deepest drawdowns) kept as stress bars",
+             c.vaccine_quantile),
+      number("guard-interval",
+             "every this many steps, check and snapshot or restore the state; 0: never",
+             c.guard_interval),
+      number("guard-limit", "largest magnitude the guard accepts in weights and Q-values",
+             c.guard_limit),
+      number("probe-interval", "every this many steps, the causal-intervention probe; 0: never",
+             c.probe_interval),
+      number("probe-batch", "states in the causal probe batch", c.probe_batch),
+      number("val-windows", "consecutive walk-forward validation windows", c.val_windows),
+      number("patience", "epochs without a better validation Sharpe before stopping; 0: never",
+             c.patience),
+      number("cost", "fees plus slippage, a fraction of traded notional", c.cost),
+      number("bars-per-year", "A, for annualising (252 daily, 98280 US minute bars)",
+             c.bars_per_year),
+      number("risk-free", "risk-free return per bar", c.risk_free),
+      number("chunk-bars", "bars per network pass in validation", c.chunk_bars),
+      number("seed", "seed of every random choice (data, initialisation, exploration, sampling)",
+             c.seed),
+      string("out", "run directory", c.out),
+  };
+}
+
+void validate(const TrainConfig& c) {
+  auto require = [](bool ok, const std::string& what) {
+    if (!ok)
+      throw InputError(what);
+  };
+  require(c.val_fraction > 0.0 && c.val_fraction < 1.0, "val-fraction must lie in (0, 1)");
+  require(c.synth_bars >= 1000, "synth-bars must be at least 1000");
+  require(!c.hidden.empty(), "hidden needs at least one layer");
+  for (std::size_t w : c.hidden)
+    require(w > 0 && w <= 8192, "hidden widths must lie in [1, 8192]");
+  require(c.epochs >= 1, "epochs must be at least 1");
+  require(c.steps_per_epoch >= 1, "steps-per-epoch must be at least 1");
+  require(c.batch_size >= 1 && c.batch_size <= (1u << 20), "batch-size must lie in [1, 2^20]");
+  require(c.environments >= 1 && c.environments <= (1u << 20),
+          "environments must lie in [1, 2^20]");
+  require(c.episode_length >= 2, "episode-length must be at least 2");
+  require(c.n_step >= 1 && c.n_step <= 64, "n-step must lie in [1, 64]");
+  require(
+      c.replay_capacity >= c.environments * static_cast<std::size_t>(c.n_step + 1) + c.batch_size,
+      "replay-capacity must hold at least (n-step + 1) x environments + batch-size transitions");
+  require(c.learning_starts <= c.replay_capacity,
+          "learning-starts must not exceed replay-capacity");
+  require(c.gamma >= 0.0 && c.gamma <= 1.0, "gamma must lie in [0, 1]");
+  require(c.huber_delta > 0.0, "huber-delta must be positive");
+  require(c.epsilon_start >= 0.0 && c.epsilon_start <= 1.0 && c.epsilon_end >= 0.0 &&
+              c.epsilon_end <= 1.0,
+          "epsilon-start and epsilon-end must lie in [0, 1]");
+  require(c.tau >= 0.0 && c.tau <= 1.0, "tau must lie in [0, 1]");
+  require(c.tau > 0.0 || c.target_update >= 1, "target-update must be at least 1 when tau = 0");
+  require(c.learning_rate > 0.0, "learning-rate must be positive");
+  require(c.lr_schedule == "constant" || c.lr_schedule == "linear" || c.lr_schedule == "cosine",
+          "lr-schedule must be constant, linear or cosine");
+  require(c.lr_final_fraction >= 0.0 && c.lr_final_fraction <= 1.0,
+          "lr-final-fraction must lie in [0, 1]");
+  require(c.weight_decay >= 0.0 && c.clip_norm >= 0.0,
+          "weight-decay and clip-norm must not be negative");
+  require(c.adam_beta1 >= 0.0 && c.adam_beta1 < 1.0 && c.adam_beta2 >= 0.0 && c.adam_beta2 < 1.0 &&
+              c.adam_epsilon > 0.0,
+          "Adam needs beta1, beta2 in [0, 1) and a positive epsilon");
+  require(c.vaccine_quantile > 0.0 && c.vaccine_quantile < 0.5,
+          "vaccine-quantile must lie in (0, 0.5)");
+  require(c.guard_limit > 0.0, "guard-limit must be positive");
+  require(c.probe_batch >= 1, "probe-batch must be at least 1");
+  require(c.val_windows >= 1, "val-windows must be at least 1");
+  require(c.reward_scale > 0.0, "reward-scale must be positive");
+  require(!c.out.empty(), "out must name a run directory");
+}
+
+}  // namespace dqntrader::train

@@ -1,0 +1,86 @@
+// Every setting of a training run, with its default, in one table: the command's flags,
+// config.json, --config files and the documentation are all generated from settings().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dqntrader/core/precision.hpp"
+
+namespace dqntrader::train {
+
+struct TrainConfig {
+  // data
+  std::string data;                // bar file; empty: the built-in synthetic market
+  std::string val_data;            // separate validation file; empty: the tail of data
+  double val_fraction = 0.25;      // share of the bars held out for validation
+  std::size_t synth_bars = 12000;  // size of the built-in market
+  std::vector<std::string> feature_columns, feature_prefixes;
+  int return_window = 16, volatility_window = 16, ofi_window = 4;
+  // network
+  std::vector<std::size_t> hidden = {128, 128};
+  bool dueling = false;
+  Precision precision = default_precision();
+  // the learning algorithm
+  std::size_t epochs = 8;
+  std::size_t steps_per_epoch = 400;
+  std::size_t batch_size = 256;
+  std::size_t environments = 64;
+  std::size_t episode_length = 256;
+  std::size_t replay_capacity = 1000000;
+  std::size_t learning_starts = 4096;  // transitions in the replay before learning starts
+  int n_step = 1;
+  double gamma = 0.9;
+  double huber_delta = 1.0;
+  double epsilon_start = 1.0, epsilon_end = 0.05;
+  std::size_t epsilon_steps = 1500;
+  std::size_t target_update = 200;  // hard update every this many steps (when tau = 0)
+  double tau = 0.0;                 // soft update rate per step; 0: hard updates
+  double reward_scale = 100.0;
+  // optimizer
+  double learning_rate = 5e-4;
+  std::string lr_schedule = "constant";  // constant, linear or cosine (to lr_final_fraction)
+  double lr_final_fraction = 0.1;
+  double weight_decay = 0.0;
+  double clip_norm = 10.0;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  // the loop's refinements
+  std::size_t vaccine_interval =
+      10;  // every this many steps the batch comes from stress transitions; 0: never
+  double vaccine_quantile = 0.02;   // share of training bars chosen as stress bars
+  std::size_t guard_interval = 5;   // every this many steps the guard checks the state; 0: never
+  double guard_limit = 1e6;         // largest magnitude the guard accepts in weights and Q
+  std::size_t probe_interval = 50;  // every this many steps the causal probe runs; 0: never
+  std::size_t probe_batch = 256;
+  // validation and early stopping
+  std::size_t val_windows = 1;  // walk-forward: consecutive validation windows
+  std::size_t patience = 0;     // stop after this many epochs without a better Sharpe; 0: never
+  // the backtest
+  double cost = 0.0005, bars_per_year = 252.0, risk_free = 0.0;
+  std::size_t chunk_bars = 32768;
+  // the run
+  std::uint64_t seed = 1;
+  std::string out = "runs/latest";
+
+  static Precision default_precision();
+};
+
+/// One setting: its name (the flag is --name, the JSON key name), a help line, and how to
+/// read and write it as text.
+struct Setting {
+  std::string name, help;
+  std::function<std::string()> get;
+  std::function<void(const std::string&)> set;  // throws InputError on a bad value
+  bool is_list = false, is_flag = false, is_number = false;
+};
+
+/// The settings of config, bound to it.
+std::vector<Setting> settings(TrainConfig& config);
+
+/// Checks every value and their combinations; throws InputError naming the setting.
+void validate(const TrainConfig& config);
+
+}  // namespace dqntrader::train

@@ -1,0 +1,37 @@
+// A whole training run: data, the trainer, the epoch loop with early stopping, and the run
+// directory:
+//   config.json         every effective setting
+//   metrics.jsonl       one record per epoch
+//   best.dqnpolicy      the parameters with the best validation Sharpe so far
+//   last.dqnpolicy      the parameters after the last epoch
+//   final_metrics.json  the validation metrics of the best policy (DESIGN.md section 5 keys)
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/eval/window_metrics.hpp"
+#include "dqntrader/train/train_config.hpp"
+
+namespace dqntrader::train {
+
+struct RunResult {
+  std::size_t epochs = 0;
+  std::size_t best_epoch = 0;
+  double best_sharpe = 0;
+  eval::WindowMetrics best;  // validation metrics of the best policy (first window)
+  bool stopped_early = false;
+};
+
+/// Runs training as config says; progress and one summary line per epoch go to log.
+RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log);
+
+/// The settings as a JSON object (name -> value), as config.json holds them.
+std::string settings_json(TrainConfig& config);
+
+/// Applies a JSON object of settings (a --config file); unknown keys are InputErrors naming
+/// the file.
+void apply_settings_json(TrainConfig& config, const std::string& path);
+
+}  // namespace dqntrader::train
