@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on built-in data: sets up a fresh Debian 12 machine, builds, generates the
-# synthetic market and backtests the built-in baselines on it. Output goes to out/demo/.
+# The main job on built-in data: sets up a fresh Debian 12 machine, builds, trains an agent
+# on the built-in synthetic market (validating it on the device every epoch), then backtests
+# the best policy and the baselines on that market. Everything lands in out/demo/.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -8,7 +9,9 @@ scripts/build.sh
 out=out/demo
 mkdir -p "$out"
 dqn=build/openmp/dqntrader
-"$dqn" synth --bars 20000 --seed 1 --out "$out/bars.csv"
+"$dqn" train --seed 1 --out "$out/run"
+"$dqn" synth --bars 12000 --seed 1 --out "$out/bars.csv"  # the market train used
 for policy in buy-and-hold sign-of-ofi; do
   "$dqn" backtest --data "$out/bars.csv" --policy "$policy" --json "$out/$policy.json"
 done
+"$dqn" backtest --data "$out/bars.csv" --weights "$out/run/best.dqnpolicy" --json "$out/agent.json"

@@ -144,3 +144,40 @@ TEST_F(Cli, SynthWritesTheBinaryCacheToo) {
 
 }  // namespace
 }  // namespace dqntrader
+
+namespace dqntrader {
+namespace {
+
+TEST_F(Cli, ReadmeHoldsTheSettingsTableTheCodeGenerates) {
+  const Result r = run("settings");
+  ASSERT_EQ(r.code, 0);
+  std::ifstream in(std::string(DQNTRADER_SOURCE_DIR) + "/README.md");
+  std::stringstream readme;
+  readme << in.rdbuf();
+  const std::string text = readme.str();
+  const std::string begin = "<!-- settings:begin -->\n", end = "<!-- settings:end -->";
+  const auto a = text.find(begin), b = text.find(end);
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  EXPECT_EQ(text.substr(a + begin.size(), b - a - begin.size()), r.out)
+      << "README.md is out of date: paste the output of 'dqntrader settings' between the markers";
+}
+
+TEST_F(Cli, TrainsOnTheBuiltInMarketAndTheBacktestReadsTheResult) {
+  const Result r =
+      run("train --synth-bars 2500 --epochs 1 --steps-per-epoch 40 --learning-starts 256 --hidden "
+          "16 --out " +
+          path("run"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("epoch 1/1"), std::string::npos) << r.err;
+  ASSERT_EQ(run("synth --bars 2500 --seed 1 --out " + path("bars.csv")).code, 0);
+  const Result b =
+      run("backtest --data " + path("bars.csv") + " --weights " + path("run/best.dqnpolicy"));
+  EXPECT_EQ(b.code, 0) << b.err;
+  const Result bad = run("train --gamma 2 --out " + path("bad"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("gamma"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace dqntrader

@@ -2,9 +2,9 @@
 # Run on the GPU machine over a copy of the tree (carry: [".carry"], prepared here by
 # scripts/device/prepare-carry.sh): builds patched Kokkos 3.4.01 with CUDA for sm_90 and
 # the CUDA variant, then runs the steps named (default: all of them). Logs go to $OUT.
-#   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer]
+#   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer] [train] [train-peer]
 set -uo pipefail
-steps=${*:-test gemm eval eval-peer}
+steps=${*:-test gemm eval eval-peer train train-peer}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -54,6 +54,16 @@ if want eval-peer; then
   for k in 1 64; do
     PYTHONUNBUFFERED=1 python3 bench/peers/eval_peer.py --bars 1000000 --hidden 512,512,512 --policies $k \
       --repeats $((k == 1 ? 10 : 2)) 2>&1 | tee -a "$out/eval_peer.jsonl"
+  done
+fi
+if want train; then
+  build/cuda/bench/dqntrader_bench_train --benchmark_filter='train/EPOCH/' \
+    --benchmark_out="$out/bench_train.json" --benchmark_out_format=json >"$out/bench_train.txt" 2>&1
+  grep "train/" "$out/bench_train.txt"
+fi
+if want train-peer; then
+  for mode in "" "--graphs"; do
+    PYTHONUNBUFFERED=1 python3 bench/peers/train_peer.py --steps 500 $mode 2>&1 | tee -a "$out/train_peer.jsonl"
   done
 fi
 exit $status

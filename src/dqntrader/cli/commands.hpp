@@ -22,6 +22,10 @@ Command add_synth(CLI::App& app);
 Command add_cache(CLI::App& app);
 Command add_backtest(CLI::App& app);
 Command add_train(CLI::App& app);
+Command add_settings(CLI::App& app);
+
+/// The training settings as a Markdown table (README.md embeds it; a test keeps them equal).
+std::string settings_table();
 
 /// Writes text to path atomically (or to stdout for "-").
 void write_output(const std::string& path, const std::string& text);

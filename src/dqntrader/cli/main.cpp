@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   const std::vector<dqntrader::cli::Command> commands = {
-      dqntrader::cli::add_info(app), dqntrader::cli::add_synth(app), dqntrader::cli::add_cache(app),
-      dqntrader::cli::add_backtest(app), dqntrader::cli::add_train(app)};
+      dqntrader::cli::add_info(app),  dqntrader::cli::add_synth(app),
+      dqntrader::cli::add_cache(app), dqntrader::cli::add_backtest(app),
+      dqntrader::cli::add_train(app), dqntrader::cli::add_settings(app)};
 
   try {
     app.parse(argc, argv);

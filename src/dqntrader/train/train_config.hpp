@@ -75,6 +75,7 @@ struct Setting {
   std::function<std::string()> get;
   std::function<void(const std::string&)> set;  // throws InputError on a bad value
   bool is_list = false, is_flag = false, is_number = false;
+  std::string documented_default;  // for defaults that depend on the build; else get()
 };
 
 /// The settings of config, bound to it.
