@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "backends/execution.hpp"
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/env/states.hpp"
@@ -353,6 +354,51 @@ class EngineImpl final : public DqnTrainer::Engine {
     return m_evaluator->walk_forward(m_online, m_windows);
   }
 
+  // Takes up to `left` steps and returns how many: one recorded cycle of graph_steps steps
+  // when a cycle fits and learning runs throughout it, else one step. A cycle covers whole
+  // periods of the vaccine, guard and probe, so that every replay repeats the same pattern;
+  // the hard target update, which needs a longer period, runs between replays.
+  std::size_t advance(std::size_t left) {
+    const TrainConfig& c = config;
+    const std::int64_t cycle = static_cast<std::int64_t>(c.graph_steps);
+    const bool cyclic = cycle > 0 && m_learning_steps > 0 && m_learning_steps % cycle == 0 &&
+                        left >= static_cast<std::size_t>(cycle);
+    if (!cyclic) {
+      step();
+      return 1;
+    }
+    if (!m_cycle.captured()) {
+      // Every kernel of a cycle has run at least once (the cycle spans every period): warm.
+      compat::fence(m_space, "dqntrader::train: the stream must be idle before graph capture");
+      m_cycle.capture(m_space, [this, cycle] {
+        // Records (or, without graphs, runs) the cycle's work; the host's counters are
+        // advanced by the caller for every replay, so they are put back here.
+        const std::int64_t steps = m_steps, learning = m_learning_steps;
+        const std::size_t probes = m_probes_this_epoch;
+        m_recording = true;
+        for (std::int64_t i = 0; i < cycle; ++i)
+          step();
+        m_recording = false;
+        m_steps = steps;
+        m_learning_steps = learning;
+        m_probes_this_epoch = probes;
+      });
+    }
+    m_cycle.replay(m_space);
+    m_steps += cycle;
+    if (c.probe_interval > 0)
+      m_probes_this_epoch += static_cast<std::size_t>(cycle) / c.probe_interval;
+    for (std::int64_t i = 0; i < cycle; ++i) {
+      ++m_learning_steps;
+      if (c.tau == 0.0 && m_learning_steps % static_cast<std::int64_t>(c.target_update) == 0) {
+        Kokkos::deep_copy(m_space, m_target, m_online);
+        if constexpr (std::is_same<T, bf16>::value)
+          Kokkos::deep_copy(m_space, m_target_working, m_online_working);
+      }
+    }
+    return static_cast<std::size_t>(cycle);
+  }
+
   void step() {
     const TrainConfig& c = config;
     const std::size_t b = c.batch_size, e = c.environments;
@@ -398,7 +444,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     if (c.tau > 0.0) {
       soft_update(m_space, Kokkos::View<const float*, DeviceMemory>(m_online), m_target,
                   m_target_working, static_cast<float>(c.tau));
-    } else if (m_learning_steps % static_cast<std::int64_t>(c.target_update) == 0) {
+    } else if (!m_recording && m_learning_steps % static_cast<std::int64_t>(c.target_update) == 0) {
       Kokkos::deep_copy(m_space, m_target, m_online);
       if constexpr (std::is_same<T, bf16>::value)
         Kokkos::deep_copy(m_space, m_target_working, m_online_working);
@@ -443,6 +489,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   Kokkos::View<std::int64_t, DeviceMemory> m_step;
   std::int64_t m_steps = 0, m_learning_steps = 0, m_skipped_before = 0, m_restores_before = 0;
   std::size_t m_epoch = 0, m_probes_this_epoch = 0;
+  exec::CapturedWork m_cycle;
+  bool m_recording = false;
 };
 
 }  // namespace

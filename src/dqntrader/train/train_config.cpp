@@ -176,6 +176,11 @@ std::vector<Setting> settings(TrainConfig& c) {
       number("probe-interval", "every this many steps, the causal-intervention probe; 0: never",
              c.probe_interval),
       number("probe-batch", "states in the causal probe batch", c.probe_batch),
+      number("graph-steps",
+             "steps recorded into one CUDA graph and replayed (a multiple of the vaccine, guard "
+             "and probe "
+             "intervals); 0: launch every step's kernels one by one",
+             c.graph_steps),
       number("val-windows", "consecutive walk-forward validation windows", c.val_windows),
       number("patience", "epochs without a better validation Sharpe before stopping; 0: never",
              c.patience),
@@ -236,6 +241,15 @@ void validate(const TrainConfig& c) {
   require(c.val_windows >= 1, "val-windows must be at least 1");
   require(c.reward_scale > 0.0, "reward-scale must be positive");
   require(!c.out.empty(), "out must name a run directory");
+  if (c.graph_steps > 0) {
+    for (std::size_t interval : {c.vaccine_interval, c.guard_interval, c.probe_interval}) {
+      require(
+          interval == 0 || c.graph_steps % interval == 0,
+          "graph-steps must be a multiple of vaccine-interval, guard-interval and probe-interval");
+    }
+    require(c.tau > 0.0 || c.target_update % c.graph_steps == 0,
+            "graph-steps must divide target-update (or use tau)");
+  }
 }
 
 }  // namespace dqntrader::train

@@ -55,6 +55,8 @@ struct TrainConfig {
   double guard_limit = 1e6;         // largest magnitude the guard accepts in weights and Q
   std::size_t probe_interval = 50;  // every this many steps the causal probe runs; 0: never
   std::size_t probe_batch = 256;
+  // execution
+  std::size_t graph_steps = 0;  // steps recorded into one CUDA graph and replayed; 0: none
   // validation and early stopping
   std::size_t val_windows = 1;  // walk-forward: consecutive validation windows
   std::size_t patience = 0;     // stop after this many epochs without a better Sharpe; 0: never
