@@ -21,19 +21,12 @@
 namespace dqntrader {
 namespace {
 
+using testing::download;
+using testing::upload;
+
 using eval::WindowMetrics;
 
 // --- helpers ---------------------------------------------------------------------------------
-
-template <class T>
-Kokkos::View<T*, DeviceMemory> upload(const std::vector<T>& values) {
-  Kokkos::View<T*, DeviceMemory> device("test::upload", values.size());
-  auto host = Kokkos::create_mirror_view(device);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    host(i) = values[i];
-  Kokkos::deep_copy(device, host);
-  return device;
-}
 
 Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory> upload_rows(
     const std::vector<std::vector<float>>& rows) {

@@ -66,4 +66,22 @@ std::vector<float> to_host(const Matrix<T>& device, Convert convert) {
   return values;
 }
 
+/// A device vector holding values.
+template <class T>
+Kokkos::View<T*, DeviceMemory> upload(const std::vector<T>& values) {
+  Kokkos::View<T*, DeviceMemory> device("test::upload", values.size());
+  auto host = Kokkos::create_mirror_view(device);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    host(i) = values[i];
+  Kokkos::deep_copy(device, host);
+  return device;
+}
+
+/// The values of a device vector.
+template <class V>
+std::vector<typename V::non_const_value_type> download(const V& device) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), device);
+  return std::vector<typename V::non_const_value_type>(host.data(), host.data() + host.extent(0));
+}
+
 }  // namespace dqntrader::testing
