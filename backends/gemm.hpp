@@ -70,6 +70,11 @@ void gemm_batched(const ExecSpace& space, Op op_a, Op op_b, float alpha,
                   const StridedBatch<const bf16>& a, const StridedBatch<const bf16>& b, float beta,
                   const StridedBatch<bf16>& c, const Epilogue<bf16>& epilogue = {});
 
+/// n rounded up to the row width the backend's products run fastest with: a multiple of 8
+/// on CUDA (16-byte aligned rows for the tensor cores), n itself on OpenMP. Callers pad
+/// with zeros, which add nothing to a product.
+std::size_t aligned_width(std::size_t n);
+
 /// The name of the compiled backend: "cuda" or "openmp".
 const char* backend_name();
 

@@ -137,8 +137,11 @@ struct ColumnSums {
 
 template <class T>
 Matrix<T> standardize(const ExecSpace& space, const Matrix<const float>& raw,
-                      const FeatureStats& stats, std::size_t warmup, const char* label) {
+                      const FeatureStats& stats, std::size_t warmup, std::size_t columns,
+                      const char* label) {
   const std::size_t n = raw.extent(0), f_count = raw.extent(1);
+  if (columns < f_count)
+    throw InputError("standardized features need at least as many columns as features");
   std::vector<double> scale(f_count), shift(f_count);
   for (std::size_t f = 0; f < f_count; ++f) {
     scale[f] = 1.0 / stats.stdev[f];
@@ -146,7 +149,7 @@ Matrix<T> standardize(const ExecSpace& space, const Matrix<const float>& raw,
   }
   auto scale_d = upload(space, scale, "dqntrader::features::scale");
   auto shift_d = upload(space, shift, "dqntrader::features::shift");
-  Matrix<T> out(Kokkos::view_alloc(space, std::string(label)), n, f_count);
+  Matrix<T> out(Kokkos::view_alloc(space, std::string(label)), n, columns);  // padding stays 0
   Kokkos::parallel_for(
       "dqntrader::features::standardize",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {warmup, std::size_t{0}},
@@ -252,14 +255,14 @@ FeatureStats FeatureSet::fit(std::size_t begin, std::size_t end) const {
   return stats;
 }
 
-Matrix<float> FeatureSet::standardized_float(const FeatureStats& stats) const {
+Matrix<float> FeatureSet::standardized_float(const FeatureStats& stats, std::size_t columns) const {
   return standardize<float>(m_space, m_raw, stats, m_spec.warmup(),
-                            "dqntrader::features::standardized");
+                            std::max(columns, m_spec.count()), "dqntrader::features::standardized");
 }
 
-Matrix<bf16> FeatureSet::standardized_bf16(const FeatureStats& stats) const {
+Matrix<bf16> FeatureSet::standardized_bf16(const FeatureStats& stats, std::size_t columns) const {
   return standardize<bf16>(m_space, m_raw, stats, m_spec.warmup(),
-                           "dqntrader::features::standardized");
+                           std::max(columns, m_spec.count()), "dqntrader::features::standardized");
 }
 
 }  // namespace dqntrader::data

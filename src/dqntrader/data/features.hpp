@@ -72,9 +72,11 @@ class FeatureSet {
   /// reduced on the device in double. A constant feature gets standard deviation 1.
   FeatureStats fit(std::size_t begin, std::size_t end) const;
 
-  /// Features standardized with stats, stored as float or bf16 for the network.
-  Matrix<float> standardized_float(const FeatureStats& stats) const;
-  Matrix<bf16> standardized_bf16(const FeatureStats& stats) const;
+  /// Features standardized with stats, stored as float or bf16 for the network, in rows of
+  /// `columns` values (at least count(); the columns past count() are 0, so that rows can
+  /// start at the alignment tensor-core products want).
+  Matrix<float> standardized_float(const FeatureStats& stats, std::size_t columns = 0) const;
+  Matrix<bf16> standardized_bf16(const FeatureStats& stats, std::size_t columns = 0) const;
 
   const FeatureSpec& spec() const { return m_spec; }
   std::size_t bars() const { return m_close.extent(0); }

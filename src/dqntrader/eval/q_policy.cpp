@@ -75,8 +75,9 @@ struct PathScan {
 // out[k][r][c], converted to the compute type.
 template <class T>
 void gather_weight(const ExecSpace& space, const ParameterRows& parameters,
-                   const nn::Tensor& tensor, std::size_t row_begin, const MatrixBatch<T>& out) {
-  const std::size_t policies = parameters.extent(0), rows = out.extent(1), cols = out.extent(2);
+                   const nn::Tensor& tensor, std::size_t row_begin, std::size_t rows,
+                   const MatrixBatch<T>& out) {
+  const std::size_t policies = parameters.extent(0), cols = tensor.cols;
   const std::size_t offset = tensor.offset + row_begin * tensor.cols;
   Kokkos::parallel_for(
       "dqntrader::eval::gather_weight",
@@ -87,15 +88,16 @@ void gather_weight(const ExecSpace& space, const ParameterRows& parameters,
       });
 }
 
-// out[k * cols + j] = bias j of every policy, converted.
+// out[k * stride + j] = bias j of every policy, converted.
 template <class T>
 void gather_bias(const ExecSpace& space, const ParameterRows& parameters, const nn::Tensor& tensor,
-                 const Kokkos::View<T*, DeviceMemory>& out) {
+                 std::size_t stride, const Kokkos::View<T*, DeviceMemory>& out) {
   const std::size_t policies = parameters.extent(0), cols = tensor.cols, offset = tensor.offset;
   Kokkos::parallel_for(
       "dqntrader::eval::gather_bias", Kokkos::RangePolicy<ExecSpace>(space, 0, policies * cols),
       KOKKOS_LAMBDA(const std::size_t flat) {
-        store(out(flat), parameters(flat / cols, offset + flat % cols));
+        store(out(flat / cols * stride + flat % cols),
+              parameters(flat / cols, offset + flat % cols));
       });
 }
 
@@ -121,7 +123,7 @@ void position_biases(const ExecSpace& space, const ParameterRows& parameters,
 // the last hidden layer, with weight w_V + w_a - mean_b w_b and bias b_V + b_a - mean_b b_b.
 template <class T>
 void fold_dueling(const ExecSpace& space, const ParameterRows& parameters, const nn::Tensor& head_w,
-                  const nn::Tensor& head_b, const MatrixBatch<T>& weight,
+                  const nn::Tensor& head_b, const MatrixBatch<T>& weight, std::size_t stride,
                   const Kokkos::View<float*, DeviceMemory>& bias) {
   const std::size_t policies = parameters.extent(0), hidden = head_w.rows, outputs = head_w.cols;
   const std::size_t actions = outputs - 1, w = head_w.offset, b = head_b.offset;
@@ -146,16 +148,16 @@ void fold_dueling(const ExecSpace& space, const ParameterRows& parameters, const
           mean += parameters(k, b + a);
         mean /= static_cast<float>(actions);
         for (std::size_t a = 0; a < actions; ++a)
-          bias(k * actions + a) = parameters(k, b) + parameters(k, b + 1 + a) - mean;
+          bias(k * stride + a) = parameters(k, b) + parameters(k, b + 1 + a) - mean;
       });
 }
 
 // maps[k * stride + first + i] = the position map of bar i: argmax over actions (ties to
 // the lowest action) for every incoming position.
-void argmax_maps(const ExecSpace& space, const MatrixBatch<const float>& q, std::size_t positions,
-                 std::size_t c, const Kokkos::View<std::uint32_t*, DeviceMemory>& maps,
-                 std::size_t stride, std::size_t first) {
-  const std::size_t actions = q.extent(2);
+void argmax_maps(const ExecSpace& space, const MatrixBatch<const float>& q, std::size_t actions,
+                 std::size_t positions, std::size_t c,
+                 const Kokkos::View<std::uint32_t*, DeviceMemory>& maps, std::size_t stride,
+                 std::size_t first) {
   Kokkos::parallel_for(
       "dqntrader::eval::argmax_maps", Kokkos::RangePolicy<ExecSpace>(space, 0, q.extent(0) * c),
       KOKKOS_LAMBDA(const std::size_t flat) {
@@ -195,6 +197,11 @@ namespace {
 
 using BiasRows = Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory>;
 
+// n rounded up to a multiple of 8 (16 bytes of bf16, 32 of float).
+std::size_t padded(std::size_t n) {
+  return (n + 7) / 8 * 8;
+}
+
 template <class T>
 class EngineImpl final : public QPolicy::Engine {
  public:
@@ -213,8 +220,10 @@ class EngineImpl final : public QPolicy::Engine {
     for (std::size_t w : spec.hidden)
       widest = std::max(widest, w);
     auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
-    m_first_weight =
-        MatrixBatch<T>(alloc("dqntrader::eval::w_first"), policies, spec.features, first_width);
+    // Feature rows and head columns are padded with zeros to the backend's preferred width
+    // (16-byte aligned rows for tensor cores); the zeros add nothing.
+    m_first_weight = MatrixBatch<T>(alloc("dqntrader::eval::w_first"), policies,
+                                    padded(spec.features), first_width);
     m_first_bias = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::b_first"),
                                                   policies * positions * first_width);
     for (std::size_t l = 1; l < spec.hidden.size(); ++l) {
@@ -224,14 +233,14 @@ class EngineImpl final : public QPolicy::Engine {
                                                         policies * spec.hidden[l]));
     }
     m_head = MatrixBatch<T>(alloc("dqntrader::eval::w_head"), policies, spec.hidden.back(),
-                            spec.actions);
+                            padded(spec.actions));
     m_head_bias = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::eval::b_head"),
-                                                     policies * spec.actions);
+                                                     policies * padded(spec.actions));
     const std::size_t activation = policies * positions * chunk * widest;
     m_ping = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::activations_a"), activation);
     m_pong = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::activations_b"), activation);
-    m_q =
-        MatrixBatch<float>(alloc("dqntrader::eval::q"), policies, positions * chunk, spec.actions);
+    m_q = MatrixBatch<float>(alloc("dqntrader::eval::q"), policies, positions * chunk,
+                             padded(spec.actions));
     maps = Kokkos::View<std::uint32_t*, DeviceMemory>(alloc("dqntrader::eval::maps"),
                                                       policies * decisions);
     paths = Kokkos::View<std::int8_t*, DeviceMemory>(alloc("dqntrader::eval::paths"),
@@ -243,7 +252,8 @@ class EngineImpl final : public QPolicy::Engine {
     const std::size_t positions = m_layout.spec().positions;
     forward(space, parameters, begin, n,
             [&](std::size_t first, std::size_t c, const MatrixBatch<const float>& q) {
-              argmax_maps(space, q, positions, c, maps, max_decisions, first);
+              argmax_maps(space, q, m_layout.spec().actions, positions, c, maps, max_decisions,
+                          first);
             });
     for (std::size_t k = 0; k < parameters.extent(0); ++k) {
       const auto range = std::make_pair(k * max_decisions, k * max_decisions + n);
@@ -299,8 +309,8 @@ class EngineImpl final : public QPolicy::Engine {
     const std::size_t positions = spec.positions, first_width = spec.hidden.front();
     for (std::size_t first = 0; first < n; first += m_chunk) {
       const std::size_t c = std::min(m_chunk, n - first), rows = positions * c;
-      MatrixBatch<const T> x(m_features.data() + (begin + first) * spec.features, 1, c,
-                             spec.features);
+      const std::size_t row_width = m_features.extent(1);  // the features, padded
+      MatrixBatch<const T> x(m_features.data() + (begin + first) * row_width, 1, c, row_width);
       MatrixBatch<T> hidden(m_ping.data(), k_count, rows, first_width);
       for (std::size_t p = 0; p < positions; ++p) {
         gemm::Epilogue<T> epilogue;
@@ -326,10 +336,10 @@ class EngineImpl final : public QPolicy::Engine {
         std::swap(in, out);
       }
       MatrixBatch<const T> last(in, k_count, rows, spec.hidden.back());
-      MatrixBatch<float> q(m_q.data(), k_count, rows, spec.actions);
+      MatrixBatch<float> q(m_q.data(), k_count, rows, padded(spec.actions));
       gemm::Epilogue<float> head;
       head.bias = m_head_bias;
-      head.bias_stride = spec.actions;
+      head.bias_stride = padded(spec.actions);
       product<float>(space, last, sub(m_head, k_count), q, head);
       on_chunk(first, c, MatrixBatch<const float>(q));
     }
@@ -353,20 +363,23 @@ class EngineImpl final : public QPolicy::Engine {
   void prepare_weights(const ExecSpace& space, const ParameterRows& parameters) {
     const nn::NetworkSpec& spec = m_layout.spec();
     const std::size_t k_count = parameters.extent(0);
-    gather_weight(space, parameters, m_layout.weight(0), 0, sub(m_first_weight, k_count));
+    gather_weight(space, parameters, m_layout.weight(0), 0, spec.features,
+                  sub(m_first_weight, k_count));
     position_biases(space, parameters, m_layout.weight(0), m_layout.bias(0), spec.features,
                     spec.positions, m_first_bias);
     for (std::size_t l = 1; l < spec.hidden.size(); ++l) {
-      gather_weight(space, parameters, m_layout.weight(l), 0, sub(m_weights[l - 1], k_count));
-      gather_bias(space, parameters, m_layout.bias(l), m_biases[l - 1]);
+      gather_weight(space, parameters, m_layout.weight(l), 0, spec.hidden[l - 1],
+                    sub(m_weights[l - 1], k_count));
+      gather_bias(space, parameters, m_layout.bias(l), spec.hidden[l], m_biases[l - 1]);
     }
     const std::size_t head = spec.hidden.size();
     if (spec.dueling) {
       fold_dueling(space, parameters, m_layout.weight(head), m_layout.bias(head),
-                   sub(m_head, k_count), m_head_bias);
+                   sub(m_head, k_count), padded(spec.actions), m_head_bias);
     } else {
-      gather_weight(space, parameters, m_layout.weight(head), 0, sub(m_head, k_count));
-      gather_bias(space, parameters, m_layout.bias(head), m_head_bias);
+      gather_weight(space, parameters, m_layout.weight(head), 0, spec.hidden.back(),
+                    sub(m_head, k_count));
+      gather_bias(space, parameters, m_layout.bias(head), padded(spec.actions), m_head_bias);
     }
   }
 
@@ -403,13 +416,13 @@ QPolicy::QPolicy(const ExecSpace& space, const nn::NetworkSpec& spec, Precision 
   if (max_policies == 0 || chunk_bars == 0)
     throw InputError("evaluator sizes must be positive");
   if (precision == Precision::bf16) {
-    m_engine = std::make_unique<EngineImpl<bf16>>(space, spec, precision,
-                                                  features.standardized_bf16(stats), max_policies,
-                                                  chunk_bars, max_decisions, flat_index);
+    m_engine = std::make_unique<EngineImpl<bf16>>(
+        space, spec, precision, features.standardized_bf16(stats, padded(spec.features)),
+        max_policies, chunk_bars, max_decisions, flat_index);
   } else {
-    m_engine = std::make_unique<EngineImpl<float>>(space, spec, precision,
-                                                   features.standardized_float(stats), max_policies,
-                                                   chunk_bars, max_decisions, flat_index);
+    m_engine = std::make_unique<EngineImpl<float>>(
+        space, spec, precision, features.standardized_float(stats, padded(spec.features)),
+        max_policies, chunk_bars, max_decisions, flat_index);
   }
 }
 
