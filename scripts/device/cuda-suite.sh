@@ -2,7 +2,7 @@
 # Run on the GPU machine over a copy of the tree (carry: [".carry"], prepared here by
 # scripts/device/prepare-carry.sh): builds patched Kokkos 3.4.01 with CUDA for sm_90 and
 # the CUDA variant, then runs the steps named (default: all of them). Logs go to $OUT.
-#   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer] [train] [train-peer]
+#   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer] [train] [train-peer] [sanitizer]
 set -uo pipefail
 steps=${*:-test gemm eval eval-peer train train-peer}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -65,5 +65,17 @@ if want train-peer; then
   for mode in "" "--graphs"; do
     PYTHONUNBUFFERED=1 python3 bench/peers/train_peer.py --steps 500 $mode 2>&1 | tee -a "$out/train_peer.jsonl"
   done
+fi
+if want sanitizer; then
+  # memcheck over every test that runs device code in this process (the learning runs, the
+  # command-line tests and the kill test start other processes or take too long under it);
+  # racecheck over the scans.
+  compute-sanitizer --tool memcheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
+    --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:TdLoss*:Replay*:TrainingGuard*:TrainingRun*' \
+    >"$out/memcheck.log" 2>&1
+  echo "memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -n 5
+  compute-sanitizer --tool racecheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
+    --gtest_filter='PositionScan*:Metrics*:BacktestEvaluator.WalkForward*' >"$out/racecheck.log" 2>&1
+  echo "racecheck exit $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/racecheck.log" | tail -n 5
 fi
 exit $status

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "dqntrader/cli/commands.hpp"
+#include "dqntrader/core/error.hpp"
 #include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::cli {
@@ -11,7 +12,8 @@ namespace dqntrader::cli {
 Command add_train(CLI::App& app) {
   struct Options {
     train::TrainConfig config;
-    std::string config_file;
+    std::string config_file, resume;
+    bool force = false;
     std::vector<std::pair<CLI::Option*, train::Setting>> flags;
     std::vector<std::string> values;
   };
@@ -25,6 +27,14 @@ Command add_train(CLI::App& app) {
   c->add_option(
       "--config", options->config_file,
       "JSON file of settings (keys as the flags below, without --); flags given here override it");
+  c->add_option(
+      "--resume", options->resume,
+      "continue the run in this directory from its newest valid checkpoint (its config.json gives "
+      "the settings; flags given here override them, e.g. --epochs)");
+  c->add_flag(
+      "--force", options->force,
+      "with --resume: continue even when settings or data differ from the checkpoint's (says what "
+      "differs)");
   const std::vector<train::Setting> all = train::settings(options->config);
   options->values.resize(all.size());
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -36,6 +46,13 @@ Command add_train(CLI::App& app) {
     options->flags.push_back({option, s});
   }
   command.run = [options](const ExecSpace& space) {
+    if (!options->resume.empty()) {
+      if (!options->config_file.empty()) {
+        throw InputError("--resume takes the settings from the run's config.json; drop --config");
+      }
+      train::apply_settings_json(options->config, options->resume + "/config.json");
+      options->config.out = options->resume;
+    }
     if (!options->config_file.empty())
       train::apply_settings_json(options->config, options->config_file);
     std::vector<train::Setting> bound = train::settings(options->config);
@@ -45,7 +62,11 @@ Command add_train(CLI::App& app) {
       const std::string& value = options->values[i];
       bound[i].set(bound[i].is_flag && value.empty() ? "true" : value);
     }
-    train::run_training(space, options->config, std::cerr);
+    if (!options->resume.empty() && options->config.out != options->resume) {
+      throw InputError("--resume continues in the run's own directory; drop --out");
+    }
+    train::run_training(space, options->config, std::cerr,
+                        train::ResumeOptions{!options->resume.empty(), options->force});
   };
   return command;
 }

@@ -4,6 +4,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/random.hpp"
+#include "dqntrader/io/view_sections.hpp"
 
 namespace dqntrader::env {
 
@@ -34,6 +35,18 @@ TradingEnv::TradingEnv(const ExecSpace& space, const replay::RewardModel& reward
   if (settings.end < settings.begin + 3)
     throw InputError("the training window needs at least 3 bars");
   start(space, m_bar, m_age, m_position, settings);
+}
+
+void TradingEnv::save(std::vector<io::Section>& out) const {
+  io::save(out, "env_bar", m_bar);
+  io::save(out, "env_age", m_age);
+  io::save(out, "env_position", m_position);
+}
+
+void TradingEnv::load(const std::vector<io::Section>& sections, const std::string& source) const {
+  io::load(sections, "env_bar", m_bar, source);
+  io::load(sections, "env_age", m_age, source);
+  io::load(sections, "env_position", m_position, source);
 }
 
 void TradingEnv::step(const ExecSpace& space, const Matrix<const float>& q,

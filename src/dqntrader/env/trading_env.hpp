@@ -9,7 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
+#include <vector>
+
 #include "dqntrader/core/types.hpp"
+#include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
 #include "dqntrader/replay/vaccine_set.hpp"
 
@@ -50,6 +54,10 @@ class TradingEnv {
   void step(const ExecSpace& space, const Matrix<const float>& q,
             const replay::ReplayBuffer& replay,
             const Kokkos::View<const std::int64_t, DeviceMemory>& step) const;
+
+  /// The environments' state as checkpoint sections, and back.
+  void save(std::vector<io::Section>& out) const;
+  void load(const std::vector<io::Section>& sections, const std::string& source) const;
 
  private:
   replay::RewardModel m_rewards;

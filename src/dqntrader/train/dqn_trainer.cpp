@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -10,6 +11,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/env/states.hpp"
+#include "dqntrader/io/view_sections.hpp"
 #include "dqntrader/env/trading_env.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
 #include "dqntrader/nn/adam.hpp"
@@ -84,6 +86,22 @@ Matrix<T> rows_of(const Matrix<T>& m, std::size_t first, std::size_t count) {
   return Matrix<T>(m.data() + first * m.extent(1), count, m.extent(1));
 }
 
+struct HostCounters {
+  std::int64_t steps, learning_steps, epoch, skipped_before, restores_before;
+};
+
+void write_nan(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& view, std::size_t count) {
+  Kokkos::parallel_for(
+      "dqntrader::train::inject_nan", Kokkos::RangePolicy<ExecSpace>(space, 0, count),
+      KOKKOS_LAMBDA(const std::size_t i) { view(i) = static_cast<float>(compat::quiet_nan()); });
+}
+
+void write_nan(const ExecSpace& space, const Kokkos::View<double*, DeviceMemory>& view) {
+  Kokkos::parallel_for(
+      "dqntrader::train::inject_nan", Kokkos::RangePolicy<ExecSpace>(space, 0, view.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i) { view(i) = compat::quiet_nan(); });
+}
+
 }  // namespace
 
 class DqnTrainer::Engine {
@@ -92,6 +110,9 @@ class DqnTrainer::Engine {
   virtual EpochReport run_epoch() = 0;
   virtual std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) = 0;
   virtual std::vector<float> parameters() const = 0;
+  virtual std::vector<io::Section> state() const = 0;
+  virtual void restore(const std::vector<io::Section>& sections, const std::string& source) = 0;
+  virtual void inject_fault(const std::string& kind) = 0;
 
   TrainConfig config;
   nn::NetworkSpec network;
@@ -161,13 +182,16 @@ class EngineImpl final : public DqnTrainer::Engine {
     refresh_working();
 
     m_close = m_train_features.close();
+    // The environments' own copy of the prices (the one fault injection may spoil).
+    m_close_mutable = Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::close"), m_close.extent(0));
+    Kokkos::deep_copy(space, m_close_mutable, m_close);
     Kokkos::View<double*, DeviceMemory> position_values(alloc("dqntrader::train::positions"),
                                                         positions.size());
     auto host_positions = Kokkos::create_mirror_view(position_values);
     for (std::size_t i = 0; i < positions.size(); ++i)
       host_positions(i) = positions[i];
     Kokkos::deep_copy(space, position_values, host_positions);
-    const replay::RewardModel rewards{m_close, position_values, c.cost, c.reward_scale};
+    const replay::RewardModel rewards{m_close_mutable, position_values, c.cost, c.reward_scale};
 
     env::EnvSettings env_settings;
     env_settings.environments = e;
@@ -310,6 +334,69 @@ class EngineImpl final : public DqnTrainer::Engine {
     return host;
   }
 
+  std::vector<io::Section> state() const override {
+    std::vector<io::Section> out;
+    using io::save;
+    save(out, "online", m_online);
+    save(out, "target", m_target);
+    save(out, "adam_m", m_adam->first_moment());
+    save(out, "adam_v", m_adam->second_moment());
+    save(out, "adam_counters", m_adam->counters());
+    m_guard->save(out);
+    const replay::Ring& ring = m_replay->ring();
+    save(out, "replay_bar", ring.bar);
+    save(out, "replay_position", ring.position);
+    save(out, "replay_action", ring.action);
+    save(out, "replay_reward", ring.reward);
+    save(out, "replay_last", ring.last);
+    save(out, "replay_total", m_replay->total());
+    m_env->save(out);
+    save(out, "step", m_step);
+    save(out, "close", m_close_mutable);
+    const HostCounters host{m_steps, m_learning_steps, static_cast<std::int64_t>(m_epoch), m_skipped_before,
+                            m_restores_before};
+    out.push_back({"host_counters", std::string(reinterpret_cast<const char*>(&host), sizeof host)});
+    return out;
+  }
+
+  void restore(const std::vector<io::Section>& sections, const std::string& source) override {
+    using io::load;
+    load(sections, "online", m_online, source);
+    load(sections, "target", m_target, source);
+    load(sections, "adam_m", m_adam->first_moment(), source);
+    load(sections, "adam_v", m_adam->second_moment(), source);
+    load(sections, "adam_counters", m_adam->counters(), source);
+    m_guard->load(sections, source);
+    const replay::Ring& ring = m_replay->ring();
+    load(sections, "replay_bar", ring.bar, source);
+    load(sections, "replay_position", ring.position, source);
+    load(sections, "replay_action", ring.action, source);
+    load(sections, "replay_reward", ring.reward, source);
+    load(sections, "replay_last", ring.last, source);
+    load(sections, "replay_total", m_replay->total(), source);
+    m_env->load(sections, source);
+    load(sections, "step", m_step, source);
+    load(sections, "close", m_close_mutable, source);
+    const io::Section& h = io::find_section(sections, "host_counters", source);
+    if (h.bytes.size() != sizeof(HostCounters)) throw InputError(source, 0, 0, "bad host_counters section");
+    HostCounters host;
+    std::memcpy(&host, h.bytes.data(), sizeof host);
+    m_steps = host.steps;
+    m_learning_steps = host.learning_steps;
+    m_epoch = static_cast<std::size_t>(host.epoch);
+    m_skipped_before = host.skipped_before;
+    m_restores_before = host.restores_before;
+    refresh_working();
+    compat::fence(m_space, "dqntrader::train: the restored state is in place");
+  }
+
+  void inject_fault(const std::string& kind) override {
+    if (kind != "batch" && kind != "gradient" && kind != "weight" && kind != "price") {
+      throw InputError("unknown fault '" + kind + "' (expected batch, gradient, weight or price)");
+    }
+    m_fault = kind;
+  }
+
  private:
   Matrix<T> standardized() const {
     if constexpr (std::is_same<T, bf16>::value) {
@@ -361,14 +448,16 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::size_t advance(std::size_t left) {
     const TrainConfig& c = config;
     const std::int64_t cycle = static_cast<std::int64_t>(c.graph_steps);
-    const bool cyclic = cycle > 0 && m_learning_steps > 0 && m_learning_steps % cycle == 0 &&
-                        left >= static_cast<std::size_t>(cycle);
+    // The first recorded cycle starts after a whole cycle of eager steps (every kernel warm),
+    // counted from this trainer's first step, restored or not.
+    if (cycle > 0 && m_first_cycle < 0) m_first_cycle = (m_learning_steps / cycle + 2) * cycle;
+    const bool cyclic = cycle > 0 && m_learning_steps >= m_first_cycle && m_learning_steps % cycle == 0 &&
+                        left >= static_cast<std::size_t>(cycle) && m_fault.empty();
     if (!cyclic) {
       step();
       return 1;
     }
     if (!m_cycle.captured()) {
-      // Every kernel of a cycle has run at least once (the cycle spans every period): warm.
       compat::fence(m_space, "dqntrader::train: the stream must be idle before graph capture");
       m_cycle.capture(m_space, [this, cycle] {
         // Records (or, without graphs, runs) the cycle's work; the host's counters are
@@ -402,6 +491,10 @@ class EngineImpl final : public DqnTrainer::Engine {
   void step() {
     const TrainConfig& c = config;
     const std::size_t b = c.batch_size, e = c.environments;
+    if (m_fault == "price") {
+      write_nan(m_space, m_close_mutable);  // every price from now on
+      m_fault.clear();
+    }
     // The environments act and write their transitions.
     env::assemble_states(m_space, Matrix<const T>(m_features), m_env->bars(), m_env->positions(), e,
                          m_env_states);
@@ -429,6 +522,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     } else {
       m_replay->sample(m_space, c.seed, m_step, m_batch);
     }
+    if (m_fault == "batch") write_nan(m_space, m_batch.return_n, 1);
     env::assemble_states(m_space, Matrix<const T>(m_features), m_batch.bar, m_batch.position, b,
                          m_states);
     env::assemble_states(m_space, Matrix<const T>(m_features), m_batch.next_bar,
@@ -439,7 +533,10 @@ class EngineImpl final : public DqnTrainer::Engine {
     td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b), m_q_target, m_batch,
             c.huber_delta, m_dq, m_loss);
     m_online_net->backward(m_space, online_weights(), m_dq, b, m_grads);
+    if (m_fault == "gradient") write_nan(m_space, m_grads, 1);
     m_adam->step(m_space, m_online, m_grads, m_online_working);
+    if (m_fault == "weight") write_nan(m_space, m_online, 1);
+    if (m_fault != "price") m_fault.clear();  // one-shot faults are spent
     accumulate(m_space, m_sums, m_loss, static_cast<double>(b));
     if (c.tau > 0.0) {
       soft_update(m_space, Kokkos::View<const float*, DeviceMemory>(m_online), m_target,
@@ -469,6 +566,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<data::FeatureSet> m_val_features;
   Matrix<T> m_features;
   Kokkos::View<const double*, DeviceMemory> m_close;
+  Kokkos::View<double*, DeviceMemory> m_close_mutable;
+  std::string m_fault;
   Kokkos::View<float*, DeviceMemory> m_online, m_target, m_grads;
   Kokkos::View<T*, DeviceMemory> m_online_working, m_target_working;
   std::unique_ptr<env::TradingEnv> m_env;
@@ -490,6 +589,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::int64_t m_steps = 0, m_learning_steps = 0, m_skipped_before = 0, m_restores_before = 0;
   std::size_t m_epoch = 0, m_probes_this_epoch = 0;
   exec::CapturedWork m_cycle;
+  std::int64_t m_first_cycle = -1;
   bool m_recording = false;
 };
 
@@ -526,6 +626,13 @@ std::vector<eval::WindowMetrics> DqnTrainer::validate(const std::vector<float>& 
 std::vector<float> DqnTrainer::parameters() const {
   return m_engine->parameters();
 }
+std::vector<io::Section> DqnTrainer::state() const { return m_engine->state(); }
+
+void DqnTrainer::restore(const std::vector<io::Section>& sections, const std::string& source) {
+  m_engine->restore(sections, source);
+}
+
+void DqnTrainer::inject_fault(const std::string& kind) { m_engine->inject_fault(kind); }
 
 io::PolicyFile DqnTrainer::policy(const std::vector<float>& parameters) const {
   io::PolicyFile p;

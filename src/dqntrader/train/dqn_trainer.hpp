@@ -23,6 +23,7 @@
 #include "dqntrader/data/bars.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/eval/window_metrics.hpp"
+#include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 #include "dqntrader/train/train_config.hpp"
@@ -64,6 +65,20 @@ class DqnTrainer {
 
   /// The online network's parameters (host copy).
   std::vector<float> parameters() const;
+
+  /// Everything needed to continue exactly where the trainer stands (between epochs):
+  /// online and target parameters, Adam's moments and counters, the guard's snapshot and
+  /// counters, the replay ring and its count, the environments, the step counter (the
+  /// position of every random stream) and the host's counters.
+  std::vector<io::Section> state() const;
+  /// Puts a state back; InputError (naming source) when a section is missing or sized for
+  /// another configuration.
+  void restore(const std::vector<io::Section>& sections, const std::string& source);
+
+  /// Writes NaN at the next step into one place, for testing fault handling: "batch" (a
+  /// sampled return), "gradient", "weight" (online parameter 0) or "price" (every close
+  /// price from then on). InputError for another kind.
+  void inject_fault(const std::string& kind);
   /// A policy file of the given parameters, with this run's features and statistics.
   io::PolicyFile policy(const std::vector<float>& parameters) const;
 

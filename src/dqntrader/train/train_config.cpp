@@ -192,6 +192,14 @@ std::vector<Setting> settings(TrainConfig& c) {
       number("seed", "seed of every random choice (data, initialisation, exploration, sampling)",
              c.seed),
       string("out", "run directory", c.out),
+      number("checkpoints", "checkpoints kept in the run directory besides the best one", c.checkpoints),
+      number("fault-budget",
+             "consecutive skipped steps or guard restores after which the run stops with fault_report.json",
+             c.fault_budget),
+      string("inject-fault",
+             "for testing fault handling: kind@epoch writes NaN into a batch, gradient, weight or (from then on) "
+             "every price at that epoch's first step",
+             c.inject_fault),
   };
 }
 
@@ -241,6 +249,16 @@ void validate(const TrainConfig& c) {
   require(c.val_windows >= 1, "val-windows must be at least 1");
   require(c.reward_scale > 0.0, "reward-scale must be positive");
   require(!c.out.empty(), "out must name a run directory");
+  require(c.checkpoints >= 1, "checkpoints must be at least 1");
+  require(c.fault_budget >= 1, "fault-budget must be at least 1");
+  if (!c.inject_fault.empty()) {
+    const std::size_t at = c.inject_fault.find('@');
+    const std::string kind = c.inject_fault.substr(0, at);
+    require(at != std::string::npos && at + 1 < c.inject_fault.size() &&
+                (kind == "batch" || kind == "gradient" || kind == "weight" || kind == "price") &&
+                c.inject_fault.find_first_not_of("0123456789", at + 1) == std::string::npos,
+            "inject-fault must read kind@epoch with kind batch, gradient, weight or price");
+  }
   if (c.graph_steps > 0) {
     for (std::size_t interval : {c.vaccine_interval, c.guard_interval, c.probe_interval}) {
       require(

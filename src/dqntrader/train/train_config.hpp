@@ -66,6 +66,9 @@ struct TrainConfig {
   // the run
   std::uint64_t seed = 1;
   std::string out = "runs/latest";
+  std::size_t checkpoints = 3;    // checkpoints kept besides the best one
+  std::size_t fault_budget = 20;  // consecutive skipped steps or guard restores that stop the run
+  std::string inject_fault;       // "kind@epoch": NaN into batch, gradient, weight or price (testing)
 
   static Precision default_precision();
 };

@@ -4,6 +4,7 @@
 
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/io/view_sections.hpp"
 
 namespace dqntrader::train {
 
@@ -76,6 +77,22 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
           c.consecutive = 0;
         }
       });
+}
+
+void TrainingGuard::save(std::vector<io::Section>& out) const {
+  io::save(out, "guard_online", m_online);
+  io::save(out, "guard_target", m_target);
+  io::save(out, "guard_m", m_first);
+  io::save(out, "guard_v", m_second);
+  io::save(out, "guard_counters", m_counters);
+}
+
+void TrainingGuard::load(const std::vector<io::Section>& sections, const std::string& source) const {
+  io::load(sections, "guard_online", m_online, source);
+  io::load(sections, "guard_target", m_target, source);
+  io::load(sections, "guard_m", m_first, source);
+  io::load(sections, "guard_v", m_second, source);
+  io::load(sections, "guard_counters", m_counters, source);
 }
 
 template <class T>

@@ -8,7 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
+#include <vector>
+
 #include "dqntrader/core/types.hpp"
+#include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/train/td_loss.hpp"
 
 namespace dqntrader::train {
@@ -39,6 +43,10 @@ class TrainingGuard {
              const Kokkos::View<const LossSums, DeviceMemory>& loss) const;
 
   Kokkos::View<GuardCounters, DeviceMemory> counters() const { return m_counters; }
+
+  /// The snapshot and counters as checkpoint sections, and back.
+  void save(std::vector<io::Section>& out) const;
+  void load(const std::vector<io::Section>& sections, const std::string& source) const;
 
  private:
   double m_limit;

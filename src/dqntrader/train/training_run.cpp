@@ -16,6 +16,8 @@
 #include <sstream>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/hash.hpp"
+#include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/io/atomic_file.hpp"
@@ -140,7 +142,83 @@ void apply_settings_json(TrainConfig& config, const std::string& path) {
   }
 }
 
-RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::ostream& log) {
+std::vector<std::string> checkpoint_paths(const std::string& run_directory) {
+  std::vector<std::pair<long, std::string>> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(run_directory, error)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = "checkpoint-", suffix = ".dqnckpt";
+    if (name.size() > prefix.size() + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+      if (digits.find_first_not_of("0123456789") == std::string::npos) found.push_back({std::stol(digits), entry.path().string()});
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> paths;
+  for (const auto& f : found) paths.push_back(f.second);
+  return paths;
+}
+
+namespace {
+
+// The settings that decide what a run computes: all but where it writes, how long it runs,
+// when it stops early, how it launches its kernels and the testing fault.
+nlohmann::json identity(TrainConfig config) {
+  nlohmann::json j = nlohmann::json::parse(settings_json(config));
+  for (const char* key : {"out", "epochs", "patience", "checkpoints", "fault-budget", "inject-fault", "graph-steps"}) {
+    j.erase(key);
+  }
+  return j;
+}
+
+std::uint64_t fingerprint(const data::Bars& bars) {
+  Hasher64 h;
+  auto add = [&](const auto& v) { h.update(v.data(), v.size() * sizeof(v[0])); };
+  add(bars.timestamp_ms);
+  add(bars.open);
+  add(bars.high);
+  add(bars.low);
+  add(bars.close);
+  add(bars.volume);
+  add(bars.ofi);
+  for (const auto& c : bars.extra) {
+    h.update(c.name.data(), c.name.size());
+    add(c.values);
+  }
+  return h.digest();
+}
+
+struct RunState {
+  double best_sharpe;
+  std::int64_t best_epoch, since_best, epoch;
+};
+
+template <class T>
+io::Section pod(const std::string& name, const T& value) {
+  return {name, std::string(reinterpret_cast<const char*>(&value), sizeof(T))};
+}
+
+template <class T>
+T read_pod(const std::vector<io::Section>& sections, const std::string& name, const std::string& source) {
+  const io::Section& s = io::find_section(sections, name, source);
+  if (s.bytes.size() != sizeof(T)) throw InputError(source, 0, 0, "bad section '" + name + "'");
+  T value;
+  std::memcpy(&value, s.bytes.data(), sizeof(T));
+  return value;
+}
+
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.path().filename().string().find(".tmp-") != std::string::npos) std::filesystem::remove(entry.path(), error);
+  }
+}
+
+}  // namespace
+
+RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::ostream& log,
+                       const ResumeOptions& resume) {
   TrainConfig config = given;
   validate(config);
   data::ColumnSelection columns;
@@ -156,35 +234,92 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
     bars = data::load_bars(config.data, columns);
   }
   data::Bars validation;
-  if (!config.val_data.empty())
-    validation = data::load_bars(config.val_data, columns);
+  if (!config.val_data.empty()) validation = data::load_bars(config.val_data, columns);
+  const std::uint64_t data_fingerprint =
+      fingerprint(bars) ^ (config.val_data.empty() ? 0 : fingerprint(validation) * 0x9E3779B97F4A7C15ull);
 
   std::error_code error;
   std::filesystem::create_directories(config.out, error);
-  if (error)
-    throw Error("cannot create the run directory '" + config.out + "': " + error.message());
+  if (error) throw Error("cannot create the run directory '" + config.out + "': " + error.message());
   const std::string dir = config.out + "/";
-  io::write_file_atomically(dir + "config.json", settings_json(config));
-  io::write_file_atomically(dir + "metrics.jsonl", "");
+  remove_stale_temporaries(config.out);
 
   DqnTrainer trainer(space, config, bars, config.val_data.empty() ? nullptr : &validation);
-  const auto [train_begin, train_end] = trainer.training_window();
-  const auto [val_begin, val_end] = trainer.validation_window();
-  log << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".."
-      << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
-      << (config.val_data.empty() ? "" : " of " + config.val_data) << "; network "
-      << trainer.network().state_size();
-  for (std::size_t w : trainer.network().hidden)
-    log << "-" << w;
-  log << "-" << trainer.network().actions << (config.dueling ? " dueling" : "") << ", "
-      << to_string(config.precision) << "; " << trainer.vaccine_bars() << " stress bars\n";
-
   RunResult result;
   result.best_sharpe = -std::numeric_limits<double>::infinity();
   std::vector<float> best_parameters;
-  std::size_t since_best = 0;
+  std::size_t since_best = 0, first_epoch = 1;
+  std::string metrics_text, timings_text;
+  if (resume.resume) {
+    std::vector<io::Section> sections;
+    std::string source;
+    for (const std::string& path : checkpoint_paths(config.out)) {
+      try {
+        sections = io::read_sections(path);
+        source = path;
+        break;
+      } catch (const InputError& e) {
+        log << "dqntrader train: skipping " << e.what() << "\n";
+      }
+    }
+    if (source.empty()) throw InputError(config.out, 0, 0, "no valid checkpoint to resume from");
+    const nlohmann::json saved = nlohmann::json::parse(io::find_section(sections, "settings", source).bytes);
+    const nlohmann::json now = identity(config);
+    std::string differences;
+    for (const auto& item : now.items()) {
+      if (!saved.contains(item.key()) || saved[item.key()] != item.value()) {
+        differences += "\n  " + item.key() + ": checkpoint " + (saved.contains(item.key()) ? saved[item.key()].dump() : "(none)") +
+                       ", now " + item.value().dump();
+      }
+    }
+    if (read_pod<std::uint64_t>(sections, "data_fingerprint", source) != data_fingerprint) {
+      differences += "\n  the data differ from the checkpoint's (fingerprints do not match)";
+    }
+    if (!differences.empty()) {
+      if (!resume.force) {
+        throw InputError(source, 0, 0, "the run's settings or data differ from the checkpoint's (--force continues anyway):" +
+                                           differences);
+      }
+      log << "dqntrader train: --force: continuing although" << differences << "\n";
+    }
+    trainer.restore(sections, source);
+    const RunState run = read_pod<RunState>(sections, "run", source);
+    result.best_sharpe = run.best_sharpe;
+    result.best_epoch = static_cast<std::size_t>(run.best_epoch);
+    since_best = static_cast<std::size_t>(run.since_best);
+    first_epoch = static_cast<std::size_t>(run.epoch) + 1;
+    result.epochs = static_cast<std::size_t>(run.epoch);
+    const io::Section& best = io::find_section(sections, "best_parameters", source);
+    best_parameters.resize(best.bytes.size() / sizeof(float));
+    std::memcpy(best_parameters.data(), best.bytes.data(), best.bytes.size());
+    result.best = read_pod<eval::WindowMetrics>(sections, "best_metrics", source);
+    metrics_text = io::find_section(sections, "metrics.jsonl", source).bytes;
+    timings_text = io::find_section(sections, "timings.jsonl", source).bytes;
+    log << "dqntrader train: resuming after epoch " << run.epoch << " from " << source << "\n";
+  }
+  io::write_file_atomically(dir + "config.json", settings_json(config));
+  io::write_file_atomically(dir + "metrics.jsonl", metrics_text);
+  io::write_file_atomically(dir + "timings.jsonl", timings_text);
+
+  const auto [train_begin, train_end] = trainer.training_window();
+  const auto [val_begin, val_end] = trainer.validation_window();
+  log << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".." << train_end - 1
+      << ", validation bars " << val_begin << ".." << val_end - 1 << (config.val_data.empty() ? "" : " of " + config.val_data)
+      << "; network " << trainer.network().state_size();
+  for (std::size_t w : trainer.network().hidden) log << "-" << w;
+  log << "-" << trainer.network().actions << (config.dueling ? " dueling" : "") << ", " << to_string(config.precision)
+      << "; " << trainer.vaccine_bars() << " stress bars\n";
+
+  std::string fault_kind;
+  std::size_t fault_epoch = 0;
+  if (!config.inject_fault.empty()) {
+    const std::size_t at = config.inject_fault.find('@');
+    fault_kind = config.inject_fault.substr(0, at);
+    fault_epoch = std::stoul(config.inject_fault.substr(at + 1));
+  }
   Progress progress(log);
-  for (std::size_t epoch = 1; epoch <= config.epochs; ++epoch) {
+  for (std::size_t epoch = first_epoch; epoch <= config.epochs; ++epoch) {
+    if (epoch == fault_epoch) trainer.inject_fault(fault_kind);
     progress.update(epoch, config.epochs, "training and validating...");
     const EpochReport r = trainer.run_epoch();
     progress.clear();
@@ -199,30 +334,48 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
     record["learning_rate"] = r.learning_rate;
     record["skipped_steps"] = r.skipped;
     record["guard_restores"] = r.restores;
-    record["train_seconds"] = r.train_seconds;
-    record["validation_seconds"] = r.validation_seconds;
+    record["consecutive_faults"] = r.consecutive_faults;
     record["validation"] = io::to_json(r.validation.front());
     record["validation_sharpe"] = io::json_number(r.validation_sharpe);
     if (r.validation.size() > 1) {
       nlohmann::json windows = nlohmann::json::array();
-      for (const auto& m : r.validation)
-        windows.push_back(io::to_json(m));
+      for (const auto& m : r.validation) windows.push_back(io::to_json(m));
       record["validation_windows"] = windows;
     }
     nlohmann::json probe = nlohmann::json::object();
-    for (const auto& [group, value] : r.probe)
-      probe[group] = io::json_number(value);
+    for (const auto& [group, value] : r.probe) probe[group] = io::json_number(value);
     record["probe"] = probe;
     record["best"] = improved;
-    append_line(dir + "metrics.jsonl", record.dump());
+    const std::string line = record.dump();
+    append_line(dir + "metrics.jsonl", line);
+    metrics_text += line + "\n";
+    const std::string timing =
+        nlohmann::json{{"epoch", r.epoch}, {"train_seconds", r.train_seconds}, {"validation_seconds", r.validation_seconds}}
+            .dump();
+    append_line(dir + "timings.jsonl", timing);
+    timings_text += timing + "\n";
 
     const eval::WindowMetrics& v = r.validation.front();
-    log << "epoch " << r.epoch << "/" << config.epochs << "  loss " << fixed(r.loss, 5)
-        << "  mean Q " << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3) << "  skipped "
-        << r.skipped << "  val sharpe " << fixed(r.validation_sharpe, 3) << "  return "
-        << fixed(v.total_return, 4) << "  drawdown " << fixed(v.max_drawdown, 4) << "  time "
-        << fixed(r.train_seconds, 2) << "s train + " << fixed(r.validation_seconds, 2) << "s val"
-        << (improved ? "  *best" : "") << "\n";
+    log << "epoch " << r.epoch << "/" << config.epochs << "  loss " << fixed(r.loss, 5) << "  mean Q "
+        << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3) << "  skipped " << r.skipped << "  restores "
+        << r.restores << "  val sharpe " << fixed(r.validation_sharpe, 3) << "  return " << fixed(v.total_return, 4)
+        << "  drawdown " << fixed(v.max_drawdown, 4) << "  time " << fixed(r.train_seconds, 2) << "s train + "
+        << fixed(r.validation_seconds, 2) << "s val" << (improved ? "  *best" : "") << "\n";
+
+    if (r.consecutive_faults >= static_cast<std::int64_t>(config.fault_budget)) {
+      nlohmann::json report = {{"epoch", r.epoch},
+                               {"steps", r.steps},
+                               {"consecutive_faults", r.consecutive_faults},
+                               {"fault_budget", config.fault_budget},
+                               {"skipped_steps_this_epoch", r.skipped},
+                               {"guard_restores_this_epoch", r.restores},
+                               {"loss", io::json_number(r.loss)},
+                               {"last_good_checkpoint", checkpoint_paths(config.out).empty() ? "" : checkpoint_paths(config.out).front()}};
+      io::write_file_atomically(dir + "fault_report.json", report.dump(2) + "\n");
+      throw Error("training stopped: " + std::to_string(r.consecutive_faults) +
+                  " consecutive faulty steps (non-finite gradients skipped or guard restores) reached the budget of " +
+                  std::to_string(config.fault_budget) + "; see " + dir + "fault_report.json");
+    }
 
     result.epochs = epoch;
     if (improved) {
@@ -234,7 +387,26 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
       best.info = {{"epoch", epoch}, {"validation_sharpe", io::json_number(r.validation_sharpe)}};
       io::write_policy(dir + "best.dqnpolicy", best);
       since_best = 0;
-    } else if (config.patience > 0 && ++since_best >= config.patience) {
+    } else {
+      ++since_best;
+    }
+    // The checkpoint: the trainer's state, the run's, and the records so far.
+    std::vector<io::Section> sections = trainer.state();
+    sections.push_back({"settings", identity(config).dump()});
+    sections.push_back(pod("data_fingerprint", data_fingerprint));
+    sections.push_back(pod("run", RunState{result.best_sharpe, static_cast<std::int64_t>(result.best_epoch),
+                                           static_cast<std::int64_t>(since_best), static_cast<std::int64_t>(epoch)}));
+    sections.push_back({"best_parameters", std::string(reinterpret_cast<const char*>(best_parameters.data()),
+                                                       best_parameters.size() * sizeof(float))});
+    sections.push_back(pod("best_metrics", result.best));
+    sections.push_back({"metrics.jsonl", metrics_text});
+    sections.push_back({"timings.jsonl", timings_text});
+    io::write_sections(dir + "checkpoint-" + std::to_string(epoch) + ".dqnckpt", sections);
+    if (improved) io::write_sections(dir + "best.dqnckpt", sections);
+    const std::vector<std::string> kept = checkpoint_paths(config.out);
+    for (std::size_t i = config.checkpoints; i < kept.size(); ++i) std::filesystem::remove(kept[i], error);
+
+    if (!improved && config.patience > 0 && since_best >= config.patience) {
       log << "stopping early: no better validation Sharpe for " << config.patience << " epochs\n";
       result.stopped_early = true;
       break;
@@ -244,8 +416,8 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
   last.info = {{"epoch", result.epochs}};
   io::write_policy(dir + "last.dqnpolicy", last);
   io::write_file_atomically(dir + "final_metrics.json", io::to_json(result.best).dump(2) + "\n");
-  log << "best validation Sharpe " << fixed(result.best_sharpe, 3) << " at epoch "
-      << result.best_epoch << "; run in " << config.out << "\n";
+  log << "best validation Sharpe " << fixed(result.best_sharpe, 3) << " at epoch " << result.best_epoch << "; run in "
+      << config.out << "\n";
   return result;
 }
 

@@ -1,14 +1,19 @@
-// A whole training run: data, the trainer, the epoch loop with early stopping, and the run
-// directory:
-//   config.json         every effective setting
-//   metrics.jsonl       one record per epoch
-//   best.dqnpolicy      the parameters with the best validation Sharpe so far
-//   last.dqnpolicy      the parameters after the last epoch
-//   final_metrics.json  the validation metrics of the best policy (DESIGN.md section 5 keys)
+// A whole training run: data, the trainer, the epoch loop with early stopping, checkpoints,
+// and the run directory:
+//   config.json               every effective setting
+//   metrics.jsonl             one record per epoch (deterministic: the same seed gives the same file)
+//   timings.jsonl             the epoch's training and validation seconds
+//   checkpoint-<E>.dqnckpt    the state after epoch E (the last `checkpoints` are kept)
+//   best.dqnckpt              the state after the best epoch
+//   best.dqnpolicy            the parameters with the best validation Sharpe so far
+//   last.dqnpolicy            the parameters after the last epoch
+//   final_metrics.json        the validation metrics of the best policy (DESIGN.md section 5 keys)
+//   fault_report.json         only when the fault budget stopped the run
 #pragma once
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/eval/window_metrics.hpp"
@@ -24,8 +29,17 @@ struct RunResult {
   bool stopped_early = false;
 };
 
+struct ResumeOptions {
+  bool resume = false;  // continue from the newest valid checkpoint in config.out
+  bool force = false;   // even when settings or data differ from the checkpoint's (says what differs)
+};
+
 /// Runs training as config says; progress and one summary line per epoch go to log.
-RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log);
+RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
+                       const ResumeOptions& resume = {});
+
+/// The checkpoints in a run directory, newest first.
+std::vector<std::string> checkpoint_paths(const std::string& run_directory);
 
 /// The settings as a JSON object (name -> value), as config.json holds them.
 std::string settings_json(TrainConfig& config);

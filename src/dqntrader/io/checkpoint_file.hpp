@@ -1,0 +1,29 @@
+// Checkpoint files (.dqnckpt): named sections, each with its own checksum.
+//
+// Layout: "DQNCKPT\0", u32 version (1), u32 section count; per section: u16 name length,
+// name, u64 size, u64 Hasher64 checksum of the bytes, the bytes; then a u64 checksum of
+// everything before it. Written atomically (temporary file, fsync, rename, fsync of the
+// directory): a checkpoint is complete or absent.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dqntrader::io {
+
+struct Section {
+  std::string name;
+  std::string bytes;
+};
+
+/// Throws Error when the file cannot be written completely.
+void write_sections(const std::string& path, const std::vector<Section>& sections);
+
+/// Reads and verifies every checksum; InputError names the file and what is wrong.
+std::vector<Section> read_sections(const std::string& path);
+
+/// The section called name; InputError naming the file when it is missing.
+const Section& find_section(const std::vector<Section>& sections, const std::string& name,
+                            const std::string& path);
+
+}  // namespace dqntrader::io

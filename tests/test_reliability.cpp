@@ -1,0 +1,318 @@
+// Reliability: the same seed gives the same run, a resumed run equals a straight one, a kill
+// never leaves a corrupt checkpoint, failing writes are reported and leave the previous
+// checkpoint intact, bad data is rejected with its location, and numerical faults are
+// skipped or restored, counted, and stop the run once they persist.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/execution.hpp"
+#include "bad_inputs.hpp"
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/io/checkpoint_file.hpp"
+#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/train/training_run.hpp"
+#include "test_support.hpp"
+
+namespace dqntrader {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Reliability : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = fs::temp_directory_path() /
+            ("dqntrader-reliability-" + std::to_string(testing::test_seed()));
+    fs::create_directories(m_dir);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+
+  // A short, checkpoint-heavy configuration.
+  train::TrainConfig small(const std::string& name, std::size_t epochs) const {
+    train::TrainConfig c;
+    c.synth_bars = 3000;
+    c.epochs = epochs;
+    c.steps_per_epoch = 40;
+    c.learning_starts = 256;
+    c.hidden = {16};
+    c.replay_capacity = 4096;
+    c.out = (m_dir / name).string();
+    return c;
+  }
+
+  train::RunResult run(const train::TrainConfig& c, train::ResumeOptions resume = {}) const {
+    std::ostringstream log;
+    return train::run_training(m_stream.space(), c, log, resume);
+  }
+
+  int cli(const std::string& arguments, const std::string& environment = "") const {
+    const std::string command = environment + " " + DQNTRADER_CLI_PATH + " " + arguments + " >" +
+                                (m_dir / "out.txt").string() + " 2>" + (m_dir / "err.txt").string();
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string err() const { return slurp(m_dir / "err.txt"); }
+
+  fs::path m_dir;
+  exec::StreamSpace m_stream;
+};
+
+// --- determinism and exact resume -------------------------------------------------------
+
+TEST_F(Reliability, TheSameSeedGivesTheSameMetrics) {
+  run(small("a", 3));
+  run(small("b", 3));
+  const std::string a = slurp(m_dir / "a" / "metrics.jsonl");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, slurp(m_dir / "b" / "metrics.jsonl"));
+  EXPECT_EQ(slurp(m_dir / "a" / "last.dqnpolicy"), slurp(m_dir / "b" / "last.dqnpolicy"));
+}
+
+TEST_F(Reliability, AResumedRunEqualsAStraightOneBitwise) {
+  run(small("straight", 4));
+  run(small("halves", 2));
+  train::ResumeOptions resume;
+  resume.resume = true;
+  run(small("halves", 4), resume);
+  EXPECT_EQ(slurp(m_dir / "straight" / "metrics.jsonl"), slurp(m_dir / "halves" / "metrics.jsonl"));
+  EXPECT_EQ(slurp(m_dir / "straight" / "last.dqnpolicy"),
+            slurp(m_dir / "halves" / "last.dqnpolicy"));
+  EXPECT_EQ(slurp(m_dir / "straight" / "final_metrics.json"),
+            slurp(m_dir / "halves" / "final_metrics.json"));
+  // The whole learner state after the last epoch: weights, Adam, replay, environments, counters.
+  const auto a = io::read_sections((m_dir / "straight" / "checkpoint-4.dqnckpt").string());
+  const auto b = io::read_sections((m_dir / "halves" / "checkpoint-4.dqnckpt").string());
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    if (a[i].name == "timings.jsonl")
+      continue;  // wall-clock seconds: the one thing that differs
+    EXPECT_EQ(a[i].bytes, b[i].bytes) << "section " << a[i].name;
+  }
+}
+
+TEST_F(Reliability, ResumeRefusesOtherSettingsUnlessForcedAndSkipsACorruptCheckpoint) {
+  run(small("run", 2));
+  train::ResumeOptions resume;
+  resume.resume = true;
+  train::TrainConfig changed = small("run", 3);
+  changed.gamma = 0.5;
+  try {
+    run(changed, resume);
+    FAIL() << "resumed with another gamma";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("gamma: checkpoint 0.9, now 0.5"), std::string::npos)
+        << e.what();
+  }
+  resume.force = true;
+  EXPECT_EQ(run(changed, resume).epochs, 3u);
+  // A corrupted newest checkpoint: the one before it serves.
+  std::string bytes = slurp(m_dir / "run" / "checkpoint-3.dqnckpt");
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+  std::ofstream(m_dir / "run" / "checkpoint-3.dqnckpt", std::ios::binary) << bytes;
+  std::ostringstream log;
+  train::run_training(m_stream.space(), small("run", 3), log, train::ResumeOptions{true, true});
+  EXPECT_NE(log.str().find("skipping"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("resuming after epoch 2"), std::string::npos) << log.str();
+}
+
+// --- kill anywhere --------------------------------------------------------------------------
+
+// A hundred training runs killed with SIGKILL at random moments (seeded): afterwards every
+// checkpoint in the directory verifies, and the newest one loads.
+TEST_F(Reliability, KilledAtRandomMomentsNeverLeavesACorruptCheckpoint) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const std::string out = (m_dir / "killed").string();
+  const std::string arguments =
+      "train --synth-bars 2500 --epochs 1000 --steps-per-epoch 5 --learning-starts 128 "
+      "--hidden 8 --replay-capacity 2048 --probe-interval 0 --out " +
+      out;
+  std::size_t verified = 0, kills = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      dup2(null, 2);
+      const std::string command =
+          std::string(DQNTRADER_CLI_PATH) + " " + arguments + (trial > 0 ? " --seed 1" : "");
+      execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 400));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    kills += WIFSIGNALED(status) ? 1 : 0;
+    const std::vector<std::string> checkpoints = train::checkpoint_paths(out);
+    for (const std::string& path : checkpoints) {
+      EXPECT_NO_THROW(io::read_sections(path)) << "trial " << trial << ": " << path;
+      ++verified;
+    }
+    fs::remove_all(out);
+  }
+  RecordProperty("kills", std::to_string(kills));
+  RecordProperty("checkpoints_verified", std::to_string(verified));
+  EXPECT_GT(kills, 90u) << "most runs were still going when killed";
+  EXPECT_GT(verified, 50u) << "the kills land while checkpoints are being written";
+}
+
+// --- write failures ---------------------------------------------------------------------------
+
+struct WriteFailure {
+  const char* op;
+  const char* error;
+  const char* reason;  // in the message
+};
+
+class FailingWrites : public Reliability, public ::testing::WithParamInterface<WriteFailure> {};
+
+TEST_P(FailingWrites, AreReportedAndLeaveThePreviousCheckpointIntact) {
+  const WriteFailure& f = GetParam();
+  const std::string out = (m_dir / "run").string();
+  const std::string environment =
+      std::string("LD_PRELOAD=") + DQNTRADER_FAILING_IO +
+      " ASAN_OPTIONS=verify_asan_link_order=0 DQNTRADER_FAIL_PATH=checkpoint-2"
+      " DQNTRADER_FAIL_OP=" +
+      f.op + " DQNTRADER_FAIL_ERRNO=" + f.error;
+  const int code = cli(
+      "train --synth-bars 2500 --epochs 3 --steps-per-epoch 10 --learning-starts 128 --hidden 8 "
+      "--replay-capacity 2048 --out " +
+          out,
+      environment);
+  EXPECT_EQ(code, 1) << err();
+  EXPECT_NE(err().find("checkpoint-2"), std::string::npos) << err();
+  EXPECT_NE(err().find(f.reason), std::string::npos) << err();
+  EXPECT_FALSE(fs::exists(out + "/checkpoint-2.dqnckpt"));
+  EXPECT_FALSE(fs::exists(out + "/checkpoint-3.dqnckpt"));
+  EXPECT_NO_THROW(io::read_sections(out + "/checkpoint-1.dqnckpt"));
+  for (const auto& entry : fs::directory_iterator(out)) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos)
+        << "left behind: " << entry.path();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, FailingWrites,
+                         ::testing::Values(WriteFailure{"open", "EROFS", "Read-only file system"},
+                                           WriteFailure{"write", "ENOSPC",
+                                                        "No space left on device"},
+                                           WriteFailure{"fsync", "EIO", "Input/output error"}),
+                         [](const auto& info) { return std::string(info.param.op); });
+
+// --- bad input -------------------------------------------------------------------------------
+
+// Every malformed file of the corpus, and broken caches, through the command: exit code 2, a
+// message that names the file (and the line and column in a CSV), and no output file.
+TEST_F(Reliability, EveryBadInputIsRejectedWithItsLocationAndNothingWritten) {
+  std::size_t tried = 0;
+  const std::string json = (m_dir / "metrics.json").string();
+  for (const testing::BadCase& c : testing::bad_csv_corpus()) {
+    const std::string path = (m_dir / (std::string(c.name) + ".csv")).string();
+    std::ofstream(path, std::ios::binary) << c.content;
+    EXPECT_EQ(cli("backtest --data " + path + " --policy flat --json " + json), 2) << c.name;
+    const std::string where =
+        path + ":" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": ";
+    EXPECT_NE(err().find(where), std::string::npos) << c.name << ": " << err();
+    EXPECT_NE(err().find(c.message), std::string::npos) << c.name << ": " << err();
+    EXPECT_FALSE(fs::exists(json)) << c.name;
+    ++tried;
+  }
+  ASSERT_EQ(cli("synth --bars 500 --out " + (m_dir / "good.dqnbars").string()), 0);
+  const std::string good = slurp(m_dir / "good.dqnbars");
+  std::string flipped = good;
+  flipped[good.size() / 2] = static_cast<char>(flipped[good.size() / 2] ^ 1);
+  const std::pair<const char*, std::string> caches[] = {
+      {"truncated", good.substr(0, good.size() - 100)},
+      {"corrupted", flipped},
+      {"foreign", "not a cache at all"}};
+  for (const auto& [name, bytes] : caches) {
+    const std::string path = (m_dir / (std::string(name) + ".dqnbars")).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    EXPECT_EQ(cli("backtest --data " + path + " --policy flat --json " + json), 2) << name;
+    EXPECT_NE(err().find(path + ": "), std::string::npos) << name << ": " << err();
+    EXPECT_FALSE(fs::exists(json)) << name;
+    ++tried;
+  }
+  for (const auto& entry : fs::directory_iterator(m_dir)) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos)
+        << "left behind: " << entry.path();
+  }
+  RecordProperty("bad_inputs", std::to_string(tried));
+  EXPECT_GE(tried, 20u);
+}
+
+// --- numerical faults -------------------------------------------------------------------------
+
+std::vector<nlohmann::json> records(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST_F(Reliability, InjectedNanIsSkippedOrRestoredAndCounted) {
+  for (const char* kind : {"batch", "gradient", "weight"}) {
+    SCOPED_TRACE(kind);
+    train::TrainConfig c = small(kind, 3);
+    c.inject_fault = std::string(kind) + "@2";
+    run(c);
+    const auto r = records(m_dir / kind / "metrics.jsonl");
+    ASSERT_EQ(r.size(), 3u);
+    EXPECT_EQ(r[0]["skipped_steps"].get<long>() + r[0]["guard_restores"].get<long>(), 0);
+    EXPECT_GE(r[1]["skipped_steps"].get<long>() + r[1]["guard_restores"].get<long>(), 1)
+        << r[1].dump();
+    EXPECT_FALSE(r[2]["loss"].is_null()) << "training went on with finite numbers";
+    const io::PolicyFile last = io::read_policy((m_dir / kind / "last.dqnpolicy").string());
+    for (float p : last.parameters)
+      ASSERT_TRUE(std::isfinite(p));
+  }
+}
+
+TEST_F(Reliability, PersistentFaultsStopTheRunWithADiagnostic) {
+  train::TrainConfig c = small("price", 4);
+  c.inject_fault = "price@2";
+  c.fault_budget = 5;
+  EXPECT_THROW(run(c), Error);
+  const fs::path report = m_dir / "price" / "fault_report.json";
+  ASSERT_TRUE(fs::exists(report));
+  const nlohmann::json j = nlohmann::json::parse(slurp(report));
+  EXPECT_EQ(j["epoch"], 2);
+  EXPECT_GE(j["consecutive_faults"].get<long>(), 5);
+  EXPECT_TRUE(fs::exists(m_dir / "price" / "checkpoint-1.dqnckpt"));
+  EXPECT_FALSE(fs::exists(m_dir / "price" / "checkpoint-2.dqnckpt"));
+  // The command exits non-zero.
+  EXPECT_EQ(cli("train --synth-bars 3000 --epochs 3 --steps-per-epoch 40 --learning-starts 256 "
+                "--hidden 16 "
+                "--inject-fault price@2 --fault-budget 5 --out " +
+                (m_dir / "cli").string()),
+            1);
+}
+
+}  // namespace
+}  // namespace dqntrader
