@@ -70,11 +70,11 @@ if want sanitizer; then
   # memcheck over every test that runs device code in this process (the learning runs, the
   # command-line tests and the kill test start other processes or take too long under it);
   # racecheck over the scans.
-  compute-sanitizer --tool memcheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
     --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:TdLoss*:Replay*:TrainingGuard*:TrainingRun*' \
     >"$out/memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -n 5
-  compute-sanitizer --tool racecheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
+  timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
     --gtest_filter='PositionScan*:Metrics*:BacktestEvaluator.WalkForward*' >"$out/racecheck.log" 2>&1
   echo "racecheck exit $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/racecheck.log" | tail -n 5
 fi
