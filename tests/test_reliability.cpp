@@ -150,20 +150,40 @@ TEST_F(Reliability, KilledAtRandomMomentsNeverLeavesACorruptCheckpoint) {
       "train --synth-bars 2500 --epochs 1000 --steps-per-epoch 5 --learning-starts 128 "
       "--hidden 8 --replay-capacity 2048 --probe-interval 0 --out " +
       out;
-  std::size_t verified = 0, kills = 0;
-  for (int trial = 0; trial < 100; ++trial) {
+  const auto spawn = [&](bool reseed) {
     const pid_t child = fork();
-    ASSERT_GE(child, 0);
     if (child == 0) {
       const int null = ::open("/dev/null", O_WRONLY);
       dup2(null, 1);
       dup2(null, 2);
       const std::string command =
-          std::string(DQNTRADER_CLI_PATH) + " " + arguments + (trial > 0 ? " --seed 1" : "");
+          std::string(DQNTRADER_CLI_PATH) + " " + arguments + (reseed ? " --seed 1" : "");
       execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 400));
+    return child;
+  };
+  // Start-up time differs by backend (device initialisation): time the first checkpoint of an
+  // unkilled run and aim the kills from just before it onwards.
+  using clock = std::chrono::steady_clock;
+  const clock::time_point started = clock::now();
+  const pid_t probe = spawn(false);
+  ASSERT_GE(probe, 0);
+  while (train::checkpoint_paths(out).empty() && clock::now() - started < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const auto first_checkpoint =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count();
+  kill(probe, SIGKILL);
+  waitpid(probe, nullptr, 0);
+  fs::remove_all(out);
+  RecordProperty("first_checkpoint_ms", std::to_string(first_checkpoint));
+  const std::uint64_t lead = static_cast<std::uint64_t>(first_checkpoint) * 3 / 4;
+
+  std::size_t verified = 0, kills = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    const pid_t child = spawn(trial > 0);
+    ASSERT_GE(child, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(lead + rng() % 400));
     kill(child, SIGKILL);
     int status = 0;
     waitpid(child, &status, 0);
