@@ -23,6 +23,7 @@ Command add_cache(CLI::App& app);
 Command add_backtest(CLI::App& app);
 Command add_train(CLI::App& app);
 Command add_settings(CLI::App& app);
+Command add_report(CLI::App& app);
 
 /// The training settings as a Markdown table (README.md embeds it; a test keeps them equal).
 std::string settings_table();

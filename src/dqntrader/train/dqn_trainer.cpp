@@ -132,25 +132,14 @@ class EngineImpl final : public DqnTrainer::Engine {
       : m_space(space), m_train_features(space, bars, spec) {
     config = c;
     feature_spec = spec;
-    // Windows: training at the start, validation at the end (or in the validation data).
-    const std::size_t warmup = spec.warmup();
-    if (validation == nullptr) {
-      const std::size_t usable = bars.size() - warmup;
-      train_begin = warmup;
-      train_end = warmup + static_cast<std::size_t>(usable * (1.0 - c.val_fraction));
-      val_begin = train_end;
-      val_end = bars.size();
-    } else {
-      train_begin = warmup;
-      train_end = bars.size();
-      val_begin = warmup;
-      val_end = validation->size();
+    const RunWindows w =
+        split_windows(c, bars.size(), validation ? validation->size() : 0, spec.warmup());
+    train_begin = w.train_begin;
+    train_end = w.train_end;
+    val_begin = w.val_begin;
+    val_end = w.val_end;
+    if (validation != nullptr)
       m_val_features = std::make_unique<data::FeatureSet>(space, *validation, spec);
-    }
-    if (train_end < train_begin + 3 * c.n_step + 3)
-      throw InputError("too few training bars after the feature warm-up");
-    if (val_end < val_begin + 2 * c.val_windows + 1)
-      throw InputError("too few validation bars for the validation windows");
     stats = m_train_features.fit(train_begin, train_end);
     m_features = standardized();
 
@@ -594,6 +583,26 @@ class EngineImpl final : public DqnTrainer::Engine {
 };
 
 }  // namespace
+
+RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t validation_bars,
+                         std::size_t warmup) {
+  RunWindows w;
+  w.train_begin = warmup;
+  if (validation_bars == 0) {
+    w.train_end = warmup + static_cast<std::size_t>((bars - warmup) * (1.0 - c.val_fraction));
+    w.val_begin = w.train_end;
+    w.val_end = bars;
+  } else {
+    w.train_end = bars;
+    w.val_begin = warmup;
+    w.val_end = validation_bars;
+  }
+  if (w.train_end < w.train_begin + 3 * c.n_step + 3)
+    throw InputError("too few training bars after the feature warm-up");
+  if (w.val_end < w.val_begin + 2 * c.val_windows + 1)
+    throw InputError("too few validation bars for the validation windows");
+  return w;
+}
 
 DqnTrainer::DqnTrainer(const ExecSpace& space, const TrainConfig& config, const data::Bars& bars,
                        const data::Bars* validation) {

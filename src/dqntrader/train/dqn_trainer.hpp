@@ -46,6 +46,16 @@ struct EpochReport {
   double train_seconds = 0, validation_seconds = 0;
 };
 
+/// A run's bar ranges: training at the start of the bars after the feature warm-up and
+/// validation on the last val_fraction of them, or, with separate validation data
+/// (validation_bars > 0), training on all the bars and validation on all of that data, each
+/// after the warm-up. InputError when either is too short for the settings.
+struct RunWindows {
+  std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0;
+};
+RunWindows split_windows(const TrainConfig& config, std::size_t bars, std::size_t validation_bars,
+                         std::size_t warmup);
+
 class DqnTrainer {
  public:
   /// bars: the training data (and, without validation, the validation tail); validation:

@@ -217,26 +217,38 @@ void remove_stale_temporaries(const std::string& dir) {
 
 }  // namespace
 
-RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::ostream& log,
-                       const ResumeOptions& resume) {
-  TrainConfig config = given;
-  validate(config);
+RunData load_run_data(const TrainConfig& config) {
   data::ColumnSelection columns;
   columns.names = config.feature_columns;
   columns.prefixes = config.feature_prefixes;
-  data::Bars bars;
+  RunData run;
   if (config.data.empty()) {
     data::SynthConfig synth;
     synth.bars = config.synth_bars;
     synth.seed = config.seed;
-    bars = data::generate_bars(synth);
+    run.bars = data::generate_bars(synth);
   } else {
-    bars = data::load_bars(config.data, columns);
+    run.bars = data::load_bars(config.data, columns);
   }
-  data::Bars validation;
-  if (!config.val_data.empty()) validation = data::load_bars(config.val_data, columns);
-  const std::uint64_t data_fingerprint =
-      fingerprint(bars) ^ (config.val_data.empty() ? 0 : fingerprint(validation) * 0x9E3779B97F4A7C15ull);
+  if (!config.val_data.empty()) run.validation = data::load_bars(config.val_data, columns);
+  run.fingerprint = fingerprint(run.bars) ^
+                    (config.val_data.empty() ? 0 : fingerprint(run.validation) * 0x9E3779B97F4A7C15ull);
+  return run;
+}
+
+void check_same_data(const RunData& data, const std::string& checkpoint_path) {
+  const std::vector<io::Section> sections = io::read_sections(checkpoint_path);
+  if (read_pod<std::uint64_t>(sections, "data_fingerprint", checkpoint_path) != data.fingerprint)
+    throw InputError(checkpoint_path, 0, 0, "the data differ from the data this run was trained on (fingerprints do not match)");
+}
+
+RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::ostream& log,
+                       const ResumeOptions& resume) {
+  TrainConfig config = given;
+  validate(config);
+  const RunData run_data = load_run_data(config);
+  const data::Bars& bars = run_data.bars;
+  const std::uint64_t data_fingerprint = run_data.fingerprint;
 
   std::error_code error;
   std::filesystem::create_directories(config.out, error);
@@ -244,7 +256,7 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
   const std::string dir = config.out + "/";
   remove_stale_temporaries(config.out);
 
-  DqnTrainer trainer(space, config, bars, config.val_data.empty() ? nullptr : &validation);
+  DqnTrainer trainer(space, config, bars, run_data.separate_validation());
   RunResult result;
   result.best_sharpe = -std::numeric_limits<double>::infinity();
   std::vector<float> best_parameters;

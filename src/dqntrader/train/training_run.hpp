@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dqntrader/core/types.hpp"
+#include "dqntrader/data/bars.hpp"
 #include "dqntrader/eval/window_metrics.hpp"
 #include "dqntrader/train/train_config.hpp"
 
@@ -33,6 +34,22 @@ struct ResumeOptions {
   bool resume = false;  // continue from the newest valid checkpoint in config.out
   bool force = false;   // even when settings or data differ from the checkpoint's (says what differs)
 };
+
+/// The bars a run learns and validates on, as its settings say (the data file or the built-in
+/// market; the separate validation file, if any).
+struct RunData {
+  data::Bars bars;
+  data::Bars validation;  // empty without val_data
+  std::uint64_t fingerprint = 0;  // of both, as checkpoints record it
+
+  const data::Bars* separate_validation() const {
+    return validation.size() > 0 ? &validation : nullptr;
+  }
+};
+RunData load_run_data(const TrainConfig& config);
+
+/// InputError unless data is what the checkpoint at path was trained on.
+void check_same_data(const RunData& data, const std::string& checkpoint_path);
 
 /// Runs training as config says; progress and one summary line per epoch go to log.
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,

@@ -1,0 +1,335 @@
+#include "dqntrader/report/run_report.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/data/features.hpp"
+#include "dqntrader/data/timestamp.hpp"
+#include "dqntrader/eval/backtest_evaluator.hpp"
+#include "dqntrader/eval/path_evaluator.hpp"
+#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/report/svg_chart.hpp"
+#include "dqntrader/train/dqn_trainer.hpp"
+#include "dqntrader/train/training_run.hpp"
+
+namespace dqntrader::report {
+
+namespace {
+
+constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+// A metrics value as written by io::json_number: a number, null (NaN) or "inf"/"-inf".
+double json_value(const nlohmann::json& record, const char* key, const std::string& path,
+                  std::size_t line) {
+  const auto found = record.find(key);
+  if (found == record.end())
+    throw InputError(path, line, 0, std::string("no \"") + key + "\"");
+  const nlohmann::json& v = *found;
+  if (v.is_null())
+    return nan;
+  if (v.is_number())
+    return v.get<double>();
+  if (v == "inf")
+    return std::numeric_limits<double>::infinity();
+  if (v == "-inf")
+    return -std::numeric_limits<double>::infinity();
+  throw InputError(path, line, 0, std::string("\"") + key + "\" is not a number");
+}
+
+// Each non-empty line of a JSON-lines file, parsed; InputError with line and column.
+std::vector<std::pair<std::size_t, nlohmann::json>> read_json_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(path, 0, 0, std::string("cannot open: ") + std::strerror(errno));
+  std::vector<std::pair<std::size_t, nlohmann::json>> records;
+  std::string text;
+  for (std::size_t line = 1; std::getline(in, text); ++line) {
+    if (text.empty())
+      continue;
+    try {
+      nlohmann::json j = nlohmann::json::parse(text);
+      if (!j.is_object())
+        throw InputError(path, line, 1, "expected a JSON object");
+      records.emplace_back(line, std::move(j));
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(path, line, e.byte, std::string("not valid JSON: ") + e.what());
+    }
+  }
+  return records;
+}
+
+std::vector<EpochPoint> read_epochs(const std::string& dir) {
+  std::map<long long, double> seconds;
+  const std::string timings = dir + "/timings.jsonl";
+  for (const auto& [line, record] : read_json_lines(timings)) {
+    seconds[static_cast<long long>(json_value(record, "epoch", timings, line))] =
+        json_value(record, "train_seconds", timings, line) +
+        json_value(record, "validation_seconds", timings, line);
+  }
+  std::vector<EpochPoint> epochs;
+  const std::string metrics = dir + "/metrics.jsonl";
+  for (const auto& [line, record] : read_json_lines(metrics)) {
+    EpochPoint p;
+    p.epoch = json_value(record, "epoch", metrics, line);
+    p.loss = json_value(record, "loss", metrics, line);
+    p.mean_q = json_value(record, "mean_q", metrics, line);
+    p.epsilon = json_value(record, "epsilon", metrics, line);
+    p.validation_sharpe = json_value(record, "validation_sharpe", metrics, line);
+    const auto s = seconds.find(static_cast<long long>(p.epoch));
+    p.seconds = s == seconds.end() ? nan : s->second;
+    epochs.push_back(p);
+  }
+  if (epochs.empty())
+    throw InputError(metrics, 0, 0, "no epochs recorded");
+  return epochs;
+}
+
+template <class T>
+Kokkos::View<T*, DeviceMemory> upload(const ExecSpace& space, const std::vector<T>& host,
+                                      const char* label) {
+  Kokkos::View<T*, DeviceMemory> device(Kokkos::view_alloc(space, std::string(label)), host.size());
+  Kokkos::deep_copy(
+      space, device,
+      Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          host.data(), host.size()));
+  return device;
+}
+
+}  // namespace
+
+RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
+                             const std::string& data_override) {
+  RunReport report;
+  report.run_directory = dir;
+  train::TrainConfig config;
+  train::apply_settings_json(config, dir + "/config.json");
+  if (!data_override.empty())
+    config.data = data_override;
+  const io::PolicyFile policy = io::read_policy(dir + "/best.dqnpolicy");
+  report.epochs = read_epochs(dir);
+  if (policy.info.contains("epoch") && policy.info["epoch"].is_number_unsigned())
+    report.best_epoch = policy.info["epoch"].get<std::size_t>();
+
+  const train::RunData run = train::load_run_data(config);
+  train::check_same_data(run, dir + "/best.dqnckpt");
+  const data::Bars& bars = run.separate_validation() ? run.validation : run.bars;
+  const train::RunWindows windows = train::split_windows(
+      config, run.bars.size(), run.validation.size(), policy.features.warmup());
+  const eval::BarRange window{windows.val_begin, windows.val_end};
+  report.data_source = bars.source;
+  report.first_bar = window.begin;
+  report.last_bar = window.end - 1;
+  report.timestamps_ms.assign(bars.timestamp_ms.begin() + window.begin,
+                              bars.timestamp_ms.begin() + window.end);
+  std::ostringstream network;
+  network << policy.network.state_size();
+  for (std::size_t w : policy.network.hidden)
+    network << "-" << w;
+  network << "-" << policy.network.actions << (policy.network.dueling ? " dueling" : "") << ", "
+          << to_string(config.precision);
+  report.network = network.str();
+
+  eval::BacktestConfig backtest;
+  backtest.positions = policy.positions;
+  backtest.cost = config.cost;
+  backtest.bars_per_year = config.bars_per_year;
+  backtest.risk_free = config.risk_free;
+  backtest.chunk_bars = config.chunk_bars;
+  backtest.precision = config.precision;
+  eval::validate(backtest);
+
+  // The best policy: metrics and its per-bar path.
+  {
+    const data::FeatureSet features(space, bars, policy.features);
+    eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,
+                                      backtest);
+    const auto parameters = upload(space, policy.parameters, "dqntrader::report::parameters");
+    report.policy_metrics = evaluator.evaluate(parameters);
+    report.policy = evaluator.path_detail(parameters);
+  }
+  // Buy-and-hold on the same bars.
+  {
+    const auto close = upload(space, bars.close, "dqntrader::report::close");
+    const auto ofi = upload(space, bars.ofi, "dqntrader::report::ofi");
+    const auto path =
+        eval::builtin_path(space, eval::BuiltinPolicy::buy_and_hold, ofi, window, backtest);
+    eval::PathEvaluator evaluator(space, close, backtest, window.returns());
+    report.buy_and_hold_metrics = evaluator.evaluate(window.begin, path);
+    report.buy_and_hold = evaluator.detail(window.begin, path);
+  }
+  return report;
+}
+
+namespace {
+
+constexpr const char* policy_colour = "#1f5fbf";
+constexpr const char* baseline_colour = "#d9822b";
+
+// Drawdown after each equity value: E_t / max(E_0 .. E_t) - 1.
+std::vector<double> drawdowns(const std::vector<double>& equity) {
+  std::vector<double> out(equity.size());
+  double peak = -std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < equity.size(); ++i) {
+    peak = std::max(peak, equity[i]);
+    out[i] = equity[i] / peak - 1.0;
+  }
+  return out;
+}
+
+std::vector<double> as_doubles(const std::vector<std::int64_t>& values, std::size_t count) {
+  return std::vector<double>(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(count));
+}
+
+std::string metric_text(const nlohmann::json& v) {
+  if (v.is_null())
+    return "nan";
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_number_integer())
+    return std::to_string(v.get<long long>());
+  return io::format_metric(v.get<double>());
+}
+
+std::string epoch_chart(const RunReport& r, const char* id, const char* title, const char* label,
+                        double EpochPoint::*field) {
+  LineChart chart;
+  chart.id = id;
+  chart.title = title;
+  chart.x.label = "epoch";
+  chart.y.label = label;
+  Series s;
+  s.name = "value";
+  s.colour = policy_colour;
+  for (const EpochPoint& p : r.epochs) {
+    s.x.push_back(p.epoch);
+    s.y.push_back(p.*field);
+  }
+  chart.series.push_back(std::move(s));
+  return render(chart);
+}
+
+const char* style = R"(
+body { font: 14px/1.45 system-ui, sans-serif; color: #1d2330; margin: 0 auto; max-width: 980px;
+       padding: 16px 24px 48px; background: #ffffff; }
+h1 { font-size: 22px; margin-bottom: 4px; }
+h2 { font-size: 17px; margin-top: 32px; border-bottom: 1px solid #d5dae3; padding-bottom: 4px; }
+.meta { color: #4a5568; margin: 0; }
+figure.chart { margin: 18px 0; }
+figure.chart figcaption { font-weight: 600; margin-bottom: 2px; }
+figure.chart svg { width: 100%; height: auto; display: block; }
+rect.plot-area { fill: #fbfcfe; stroke: #c3cad6; }
+line.grid { stroke: #e6e9ef; }
+line.zero { stroke: #7b8494; stroke-dasharray: 4 3; }
+path.series { stroke-width: 1.6; stroke-linejoin: round; }
+text.tick, text.legend { font-size: 11px; fill: #4a5568; }
+text.axis-label { font-size: 12px; fill: #2d3748; }
+text.no-data { font-size: 14px; fill: #7b8494; }
+table#metrics { border-collapse: collapse; width: 100%; }
+table#metrics th, table#metrics td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e6e9ef; }
+table#metrics td.value { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+)";
+
+}  // namespace
+
+std::string render_html(const RunReport& r) {
+  const std::size_t n = r.policy.returns.size();
+  std::ostringstream out;
+  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      << "<title>dqntrader report: " << escape_html(r.run_directory) << "</title>\n<style>" << style
+      << "</style>\n</head>\n<body>\n";
+  out << "<h1>dqntrader run report</h1>\n<p class=\"meta\">Run <code>"
+      << escape_html(r.run_directory) << "</code>; network " << escape_html(r.network)
+      << "; best policy from epoch " << r.best_epoch << " of " << r.epochs.size() << ".</p>\n"
+      << "<p class=\"meta\">Validation window: " << escape_html(r.data_source) << ", bars "
+      << r.first_bar << " .. " << r.last_bar << " ("
+      << escape_html(data::format_iso8601_ms(r.timestamps_ms.front())) << " .. "
+      << escape_html(data::format_iso8601_ms(r.timestamps_ms.back())) << "), " << n
+      << " bar returns.</p>\n";
+
+  out << "<h2>Best policy on the validation window</h2>\n";
+  const std::vector<double> time = as_doubles(r.timestamps_ms, r.timestamps_ms.size());
+  {
+    LineChart chart;
+    chart.id = "equity";
+    chart.title = "Equity (E_0 = 1): best policy and buy-and-hold";
+    chart.x = {"time (UTC)", true};
+    chart.y.label = "equity";
+    chart.series.push_back({"policy", policy_colour, time, r.policy.equity});
+    chart.series.push_back({"buy-and-hold", baseline_colour, time, r.buy_and_hold.equity});
+    out << render(chart);
+  }
+  {
+    LineChart chart;
+    chart.id = "drawdown";
+    chart.title = "Drawdown: E_t / max(E_0 .. E_t) - 1";
+    chart.x = {"time (UTC)", true};
+    chart.y.label = "drawdown";
+    chart.series.push_back({"policy", policy_colour, time, drawdowns(r.policy.equity)});
+    chart.series.push_back(
+        {"buy-and-hold", baseline_colour, time, drawdowns(r.buy_and_hold.equity)});
+    out << render(chart);
+  }
+  {
+    LineChart chart;
+    chart.id = "position";
+    chart.title = "Position held over each bar (p_t)";
+    chart.x = {"time (UTC)", true};
+    chart.y.label = "position";
+    chart.zero_line = true;
+    Series s{"policy", policy_colour, as_doubles(r.timestamps_ms, r.policy.positions.size()),
+             r.policy.positions, true};
+    chart.series.push_back(std::move(s));
+    out << render(chart);
+  }
+  {
+    Histogram h;
+    h.id = "returns";
+    h.title = "Distribution of the policy's bar returns r_t (after costs)";
+    h.x.label = "bar return";
+    h.values = r.policy.returns;
+    h.colour = policy_colour;
+    out << render(h);
+  }
+  out << "<p class=\"meta\">Buy-and-hold over the same bars: total return "
+      << io::format_metric(r.buy_and_hold_metrics.total_return) << ", Sharpe "
+      << io::format_metric(r.buy_and_hold_metrics.sharpe) << ", max drawdown "
+      << io::format_metric(r.buy_and_hold_metrics.max_drawdown) << ".</p>\n";
+
+  out << "<h2>Metrics of the best policy</h2>\n<table id=\"metrics\">\n"
+      << "<tr><th>metric</th><th>value</th><th>definition</th></tr>\n";
+  const nlohmann::json values = io::to_json(r.policy_metrics);
+  std::size_t count = 0;
+  const io::MetricDefinition* definitions = io::metric_definitions(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    out << "<tr data-metric=\"" << definitions[i].key << "\"><td>" << definitions[i].key
+        << "</td><td class=\"value\">" << escape_html(metric_text(values.at(definitions[i].key)))
+        << "</td><td>" << escape_html(definitions[i].definition) << "</td></tr>\n";
+  }
+  out << "</table>\n";
+
+  out << "<h2>Training</h2>\n"
+      << epoch_chart(r, "loss", "Mean Huber TD loss per epoch", "loss", &EpochPoint::loss)
+      << epoch_chart(r, "mean-q",
+                     "Mean online Q of the actions taken in the training batches, per epoch",
+                     "mean Q", &EpochPoint::mean_q)
+      << epoch_chart(r, "epsilon", "Exploration rate epsilon at the end of each epoch", "epsilon",
+                     &EpochPoint::epsilon)
+      << epoch_chart(r, "validation-sharpe", "Validation Sharpe ratio per epoch", "Sharpe",
+                     &EpochPoint::validation_sharpe)
+      << epoch_chart(r, "epoch-seconds", "Wall-clock seconds per epoch (training + validation)",
+                     "seconds", &EpochPoint::seconds)
+      << "</body>\n</html>\n";
+  return out.str();
+}
+
+}  // namespace dqntrader::report

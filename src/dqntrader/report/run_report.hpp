@@ -1,0 +1,47 @@
+// The run report: one self-contained HTML file (inline CSS and SVG, no script, no external
+// resource) about a training run directory: the best policy on the validation window against
+// buy-and-hold (equity, drawdown, position, distribution of bar returns), the per-epoch
+// training curves (loss, mean Q, epsilon, validation Sharpe, epoch time) and the metrics
+// table with each metric's definition.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/eval/metrics_engine.hpp"
+#include "dqntrader/eval/window_metrics.hpp"
+
+namespace dqntrader::report {
+
+/// One line of metrics.jsonl (with its timings.jsonl seconds); NaN where the run recorded none.
+struct EpochPoint {
+  double epoch = 0, loss = 0, mean_q = 0, epsilon = 0, validation_sharpe = 0;
+  double seconds = 0;  // training plus validation
+};
+
+struct RunReport {
+  std::string run_directory;
+  std::string data_source;                  // where the validation bars came from
+  std::string network;                      // e.g. "9-128-128-3, fp32"
+  std::size_t best_epoch = 0;               // the epoch best.dqnpolicy was saved after
+  std::size_t first_bar = 0, last_bar = 0;  // the validation window, as bar indices
+  std::vector<std::int64_t> timestamps_ms;  // the window's bars: E_0 .. E_N are at these times
+  eval::PathDetail policy, buy_and_hold;
+  eval::WindowMetrics policy_metrics, buy_and_hold_metrics;
+  std::vector<EpochPoint> epochs;
+};
+
+/// Reads run_directory (config.json, metrics.jsonl, timings.jsonl, best.dqnpolicy,
+/// best.dqnckpt), loads the run's data again (data_override replaces the data file's path
+/// when it is not empty; the data must be what the run trained on) and evaluates the best
+/// policy and buy-and-hold on the validation window on the device. InputError for a missing
+/// or malformed file.
+RunReport collect_run_report(const ExecSpace& space, const std::string& run_directory,
+                             const std::string& data_override = "");
+
+/// The HTML document.
+std::string render_html(const RunReport& report);
+
+}  // namespace dqntrader::report

@@ -1,0 +1,259 @@
+// The run report: chart thinning and ticks against their definitions, and a report of a real
+// run checked against what the run itself recorded (final_metrics.json), against the closes
+// (buy-and-hold without costs) and against the equity curve it draws. The page as a browser
+// renders it is checked by tests/browser/check_report.py.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "backends/execution.hpp"
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/data/csv_reader.hpp"
+#include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/report/run_report.hpp"
+#include "dqntrader/report/svg_chart.hpp"
+#include "dqntrader/train/training_run.hpp"
+#include "test_support.hpp"
+
+namespace dqntrader {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+TEST(ChartThinning, KeepsShortSeriesWhole) {
+  const std::vector<double> y = {3, 1, 4, 1, 5};
+  EXPECT_EQ(report::thin(y, 2), (std::vector<std::size_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(ChartThinning, KeepsEndsExtremesAndGapsOfALongSeries) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> step(0.0, 1.0);
+  std::vector<double> y(200000);
+  double level = 0;
+  for (double& v : y)
+    v = level += step(rng);
+  const std::size_t gap = 1000 + rng() % 150000;
+  for (std::size_t i = gap; i < gap + 500; ++i)
+    y[i] = nan;
+  const std::size_t buckets = 100;
+  const std::vector<std::size_t> kept = report::thin(y, buckets);
+  ASSERT_FALSE(kept.empty());
+  EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end()));
+  EXPECT_EQ(std::adjacent_find(kept.begin(), kept.end()), kept.end()) << "an index twice";
+  EXPECT_LE(kept.size(), 4 * buckets + 8);
+  EXPECT_EQ(kept.front(), 0u);
+  EXPECT_EQ(kept.back(), y.size() - 1);
+  // The extremes of every bucket (so the global ones) are drawn.
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::size_t begin = y.size() * b / buckets, end = y.size() * (b + 1) / buckets;
+    std::size_t lo = end, hi = end;
+    for (std::size_t i = begin; i < end; ++i) {
+      if (std::isnan(y[i]))
+        continue;
+      if (lo == end || y[i] < y[lo])
+        lo = i;
+      if (hi == end || y[i] > y[hi])
+        hi = i;
+    }
+    if (lo == end)
+      continue;
+    EXPECT_TRUE(std::binary_search(kept.begin(), kept.end(), lo)) << "bucket " << b;
+    EXPECT_TRUE(std::binary_search(kept.begin(), kept.end(), hi)) << "bucket " << b;
+  }
+  // The gap stays a gap: exactly one NaN drawn, with the points on both sides of it.
+  std::size_t gaps = 0;
+  for (std::size_t i : kept)
+    gaps += std::isnan(y[i]) ? 1 : 0;
+  EXPECT_EQ(gaps, 1u);
+  EXPECT_TRUE(std::binary_search(kept.begin(), kept.end(), gap - 1));
+  EXPECT_TRUE(std::binary_search(kept.begin(), kept.end(), gap + 500));
+}
+
+TEST(ChartTicks, AreRoundStepsCoveringTheRange) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> exponent(-6, 6), unit(-1, 1);
+  for (int trial = 0; trial < 200; ++trial) {
+    const double scale = std::pow(10.0, exponent(rng));
+    double lo = unit(rng) * scale, hi = unit(rng) * scale;
+    if (lo > hi)
+      std::swap(lo, hi);
+    if (!(lo < hi))
+      continue;
+    const std::vector<double> ticks = report::nice_ticks(lo, hi, 5);
+    ASSERT_GE(ticks.size(), 2u) << lo << " .. " << hi;
+    EXPECT_LE(ticks.size(), 11u);
+    const double step = ticks[1] - ticks[0];
+    const double mantissa = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+    EXPECT_TRUE(std::fabs(mantissa - 1) < 1e-6 || std::fabs(mantissa - 2) < 1e-6 ||
+                std::fabs(mantissa - 5) < 1e-6)
+        << "step " << step;
+    for (double t : ticks) {
+      EXPECT_GE(t, lo - 1e-9 * step);
+      EXPECT_LE(t, hi + 1e-9 * step);
+      EXPECT_LT(std::fabs(t / step - std::round(t / step)), 1e-6) << t << " is not on the step";
+    }
+    EXPECT_LT(ticks.front() - lo, step * (1 + 1e-9));
+    EXPECT_LT(hi - ticks.back(), step * (1 + 1e-9));
+  }
+}
+
+TEST(ChartMarkup, EscapesTextAndDrawsGapsAsNewSubpaths) {
+  report::LineChart chart;
+  chart.id = "x";
+  chart.title = "a <b> & \"c\"";
+  chart.series.push_back({"s", "#000", {0, 1, 2, 3}, {1, 2, nan, 4}});
+  const std::string svg = report::render(chart);
+  EXPECT_NE(svg.find("a &lt;b&gt; &amp; &quot;c&quot;"), std::string::npos);
+  EXPECT_EQ(svg.find("<b>"), std::string::npos);
+  const std::size_t d = svg.find(" d=\"");
+  ASSERT_NE(d, std::string::npos);
+  const std::string path = svg.substr(d + 4, svg.find('"', d + 4) - d - 4);
+  EXPECT_EQ(std::count(path.begin(), path.end(), 'M'), 2) << path;
+  EXPECT_EQ(std::count(path.begin(), path.end(), 'L'), 1) << path;
+}
+
+class RunReport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir =
+        fs::temp_directory_path() / ("dqntrader-report-" + std::to_string(testing::test_seed()));
+    fs::create_directories(m_dir);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+
+  // A short run on a CSV file, without costs.
+  std::string train_run() {
+    data::SynthConfig synth;
+    synth.bars = 2500;
+    synth.seed = 5;
+    data::write_bars_csv((m_dir / "bars.csv").string(), data::generate_bars(synth));
+    train::TrainConfig config;
+    config.data = (m_dir / "bars.csv").string();
+    config.cost = 0;
+    config.epochs = 3;
+    config.steps_per_epoch = 40;
+    config.learning_starts = 256;
+    config.hidden = {16};
+    config.out = (m_dir / "run").string();
+    std::ostringstream log;
+    train::run_training(m_stream.space(), config, log);
+    return config.out;
+  }
+
+  fs::path m_dir;
+  exec::StreamSpace m_stream;
+};
+
+double json_double(const nlohmann::json& v) {
+  return v.is_null() ? nan : v.get<double>();
+}
+
+TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
+  const std::string run = train_run();
+  const report::RunReport r = report::collect_run_report(m_stream.space(), run);
+
+  // The metrics are those the run recorded for its best policy.
+  nlohmann::json recorded;
+  std::ifstream(run + "/final_metrics.json") >> recorded;
+  const nlohmann::json now = io::to_json(r.policy_metrics);
+  for (const auto& item : recorded.items()) {
+    if (item.value().is_number_integer()) {
+      EXPECT_EQ(now.at(item.key()), item.value()) << item.key();
+    } else if (item.value().is_number()) {
+      EXPECT_NEAR(json_double(now.at(item.key())), item.value().get<double>(),
+                  1e-12 * (1 + std::fabs(item.value().get<double>())))
+          << item.key();
+    } else {
+      EXPECT_EQ(now.at(item.key()), item.value()) << item.key();
+    }
+  }
+  // The curves drawn are the metrics' curves.
+  const std::size_t n = r.policy.returns.size();
+  ASSERT_EQ(r.policy.equity.size(), n + 1);
+  ASSERT_EQ(r.timestamps_ms.size(), n + 1);
+  EXPECT_EQ(static_cast<std::int64_t>(n), r.policy_metrics.bars);
+  EXPECT_NEAR(r.policy.equity.back() - 1, r.policy_metrics.total_return, 1e-9);
+  double peak = r.policy.equity.front(), deepest = 0;
+  for (double e : r.policy.equity) {
+    peak = std::max(peak, e);
+    deepest = std::min(deepest, e / peak - 1);
+  }
+  EXPECT_NEAR(deepest, r.policy_metrics.max_drawdown, 1e-9);
+  // Buy-and-hold without costs ends at the last close over the first of the window.
+  const data::Bars bars = data::read_bars_csv((m_dir / "bars.csv").string());
+  EXPECT_NEAR(r.buy_and_hold.equity.back(), bars.close[r.last_bar] / bars.close[r.first_bar], 1e-9);
+  EXPECT_EQ(r.timestamps_ms.front(), bars.timestamp_ms[r.first_bar]);
+  EXPECT_EQ(r.epochs.size(), 3u);
+  for (const report::EpochPoint& p : r.epochs)
+    EXPECT_GT(p.seconds, 0) << "epoch " << p.epoch;
+
+  // The page: every chart, one table row per metric, nothing fetched from elsewhere.
+  const std::string html = report::render_html(r);
+  for (const char* id : {"equity", "drawdown", "position", "returns", "loss", "mean-q", "epsilon",
+                         "validation-sharpe", "epoch-seconds"}) {
+    EXPECT_NE(html.find(std::string("id=\"chart-") + id + "\""), std::string::npos) << id;
+  }
+  std::size_t definitions = 0;
+  io::metric_definitions(definitions);
+  std::size_t rows = 0;
+  for (std::size_t at = html.find("<tr data-metric="); at != std::string::npos;
+       at = html.find("<tr data-metric=", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, definitions);
+  for (const char* outside : {"http:", "https:", "<script", "url(", " src=", "<link", "@import"})
+    EXPECT_EQ(html.find(outside), std::string::npos) << outside;
+}
+
+TEST_F(RunReport, FindsMovedDataButRefusesOtherData) {
+  const std::string run = train_run();
+  fs::rename(m_dir / "bars.csv", m_dir / "moved.csv");
+  EXPECT_THROW(report::collect_run_report(m_stream.space(), run), InputError);
+  EXPECT_NO_THROW(
+      report::collect_run_report(m_stream.space(), run, (m_dir / "moved.csv").string()));
+  data::SynthConfig other;
+  other.bars = 2500;
+  other.seed = 6;
+  data::write_bars_csv((m_dir / "other.csv").string(), data::generate_bars(other));
+  try {
+    report::collect_run_report(m_stream.space(), run, (m_dir / "other.csv").string());
+    ADD_FAILURE() << "other data accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("differ"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(RunReport, NamesTheFileAndLineOfABrokenRecord) {
+  const std::string run = train_run();
+  std::ofstream(run + "/metrics.jsonl", std::ios::app) << "{\"epoch\": 4, \"loss\": }\n";
+  try {
+    report::collect_run_report(m_stream.space(), run);
+    ADD_FAILURE() << "a broken metrics.jsonl accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:4:"), std::string::npos) << e.what();
+  }
+  fs::remove(run + "/metrics.jsonl");
+  try {
+    report::collect_run_report(m_stream.space(), run);
+    ADD_FAILURE() << "a missing metrics.jsonl accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dqntrader
