@@ -179,5 +179,27 @@ TEST_F(Cli, TrainsOnTheBuiltInMarketAndTheBacktestReadsTheResult) {
   EXPECT_NE(bad.err.find("gamma"), std::string::npos) << bad.err;
 }
 
+TEST_F(Cli, ReportsARunAndRefusesADirectoryThatIsNone) {
+  ASSERT_EQ(run("train --synth-bars 2500 --epochs 2 --steps-per-epoch 40 --learning-starts 256 "
+                "--hidden 16 --out " +
+                path("run"))
+                .code,
+            0);
+  const Result r = run("report " + path("run"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(path("run/report.html")));
+  EXPECT_NE(r.err.find("wrote"), std::string::npos) << r.err;
+  const Result to_stdout = run("report " + path("run") + " --out -");
+  ASSERT_EQ(to_stdout.code, 0) << to_stdout.err;
+  EXPECT_EQ(to_stdout.out.rfind("<!DOCTYPE html>", 0), 0u);
+
+  fs::create_directories(path("empty"));
+  const Result empty = run("report " + path("empty") + " --out " + path("empty.html"));
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_NE(empty.err.find("config.json"), std::string::npos) << empty.err;
+  EXPECT_FALSE(fs::exists(path("empty.html")));
+  EXPECT_EQ(run("report " + path("missing")).code, 2);
+}
+
 }  // namespace
 }  // namespace dqntrader
