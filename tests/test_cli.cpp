@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/features.hpp"
@@ -148,19 +149,23 @@ TEST_F(Cli, SynthWritesTheBinaryCacheToo) {
 namespace dqntrader {
 namespace {
 
-TEST_F(Cli, ReadmeHoldsTheSettingsTableTheCodeGenerates) {
-  const Result r = run("settings");
-  ASSERT_EQ(r.code, 0);
+TEST_F(Cli, ReadmeHoldsTheSettingsAndMetricsTablesTheCodeGenerates) {
   std::ifstream in(std::string(DQNTRADER_SOURCE_DIR) + "/README.md");
   std::stringstream readme;
   readme << in.rdbuf();
   const std::string text = readme.str();
-  const std::string begin = "<!-- settings:begin -->\n", end = "<!-- settings:end -->";
-  const auto a = text.find(begin), b = text.find(end);
-  ASSERT_NE(a, std::string::npos);
-  ASSERT_NE(b, std::string::npos);
-  EXPECT_EQ(text.substr(a + begin.size(), b - a - begin.size()), r.out)
-      << "README.md is out of date: paste the output of 'dqntrader settings' between the markers";
+  for (const auto& [arguments, name] : {std::pair<std::string, std::string>{"settings", "settings"},
+                                        {"settings --metrics", "metrics"}}) {
+    const Result r = run(arguments);
+    ASSERT_EQ(r.code, 0);
+    const std::string begin = "<!-- " + name + ":begin -->\n", end = "<!-- " + name + ":end -->";
+    const auto a = text.find(begin), b = text.find(end);
+    ASSERT_NE(a, std::string::npos) << begin;
+    ASSERT_NE(b, std::string::npos) << end;
+    EXPECT_EQ(text.substr(a + begin.size(), b - a - begin.size()), r.out)
+        << "README.md is out of date: paste the output of 'dqntrader " << arguments
+        << "' between the " << name << " markers";
+  }
 }
 
 TEST_F(Cli, TrainsOnTheBuiltInMarketAndTheBacktestReadsTheResult) {

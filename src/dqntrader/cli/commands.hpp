@@ -27,6 +27,8 @@ Command add_report(CLI::App& app);
 
 /// The training settings as a Markdown table (README.md embeds it; a test keeps them equal).
 std::string settings_table();
+/// The metrics with their definitions as a Markdown table (README.md embeds it too).
+std::string metrics_table();
 
 /// Writes text to path atomically (or to stdout for "-").
 void write_output(const std::string& path, const std::string& text);

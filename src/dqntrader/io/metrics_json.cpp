@@ -42,18 +42,19 @@ const MetricDefinition* metric_definitions(std::size_t& count) {
       {"sharpe", "mean(r - rf) / std(r - rf, ddof=1) * sqrt(A); NaN if N < 2 or std = 0"},
       {"sortino",
        "sqrt(A) * mean(r - rf) / sqrt(mean over all N bars of min(r - rf, 0)^2); NaN if that is 0"},
-      {"max_drawdown", "min over t = 0..N of E_t / max_{s<=t} E_s - 1 (E_0 included; <= 0)"},
-      {"calmar", "CAGR / |max drawdown|; NaN if max drawdown = 0"},
+      {"max_drawdown", "min over t = 0..N of E_t / max_{s<=t} E_s - 1, E_0 included"},
+      {"calmar", "CAGR / abs(max drawdown); NaN if max drawdown = 0"},
       {"trades_closed",
-       "trades closed in the window (a trade opens when the position leaves 0 or flips sign)"},
+       "trades closed in the window; a trade opens when the position leaves 0 or flips sign"},
       {"win_rate", "closed trades with pnl > 0 / closed trades; NaN if none closed"},
       {"profit_factor",
-       "sum of winning trade pnl / |sum of losing trade pnl|; inf if no losses; NaN if no closed "
-       "trades"},
-      {"expectancy", "win rate * mean win - (1 - win rate) * |mean loss|; NaN if no closed trades"},
-      {"turnover", "(1/N) * sum of |p_t - p_{t-1}|"},
+       "sum of positive trade pnl / abs(sum of negative trade pnl); inf if no losses; NaN if no "
+       "closed trades"},
+      {"expectancy",
+       "win rate * mean win - (1 - win rate) * abs(mean loss); NaN if no closed trades"},
+      {"turnover", "(1/N) * sum of abs(p_t - p_{t-1})"},
       {"exposure", "fraction of the N bars with p_t != 0"},
-      {"total_cost", "sum of c * |p_t - p_{t-1}|"},
+      {"total_cost", "sum of c * abs(p_t - p_{t-1})"},
   };
   count = sizeof(definitions) / sizeof(definitions[0]);
   return definitions;
