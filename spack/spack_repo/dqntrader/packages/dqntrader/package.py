@@ -1,0 +1,120 @@
+# dqntrader's Spack recipe. The project publishes no release tarball and no repository address,
+# so Spack builds it only from a local checkout named with `spack develop` (spack/README.md).
+from spack_repo.builtin.build_systems.cmake import CMakePackage
+from spack_repo.builtin.build_systems.cuda import CudaPackage
+
+from spack.package import *
+
+
+class Dqntrader(CMakePackage, CudaPackage):
+    """Deep Q-Network trading agents on Kokkos: synthetic and CSV market data, training with
+    validation every epoch, and backtests of trained or built-in policies. A build has one
+    backend: CUDA (matrix products through cuBLASLt on one GPU) or OpenMP (Kokkos Kernels and a
+    BLAS on the host's threads)."""
+
+    # The only version is the checkout that `spack develop --path` points at; there is nothing
+    # to fetch, so a spec that is not a develop spec fails at the fetch step.
+    version("main")
+
+    # +cuda comes from CudaPackage, with its cuda_arch variant (exactly one value: see below).
+    variant(
+        "openmp",
+        default=True,
+        description="Matrix products through Kokkos Kernels and a BLAS on Kokkos' OpenMP "
+        "execution space",
+    )
+    variant("tests", default=False, description="Build the GoogleTest suite")
+    variant(
+        "benchmarks",
+        default=False,
+        description="Build the Google Benchmark programs (in the build tree; not installed)",
+    )
+
+    # CMakeLists.txt stops at configure time unless exactly one backend is on.
+    conflicts(
+        "+cuda", when="+openmp", msg="+cuda and +openmp are exclusive: a build has one backend"
+    )
+    conflicts("~cuda", when="~openmp", msg="enable one backend: +cuda or +openmp")
+    conflicts("+cuda", when="cuda_arch=none", msg="+cuda needs one cuda_arch, e.g. cuda_arch=90")
+
+    depends_on("cxx", type="build")
+    depends_on("c", type="build", when="+tests")  # tests/tools/failing_io.c
+    depends_on("cmake@3.20:", type="build")
+
+    depends_on("kokkos@3.4:")
+    depends_on("cli11@2:")  # CLI::App::set_version_flag
+    depends_on("nlohmann-json@3.10:")
+    depends_on("googletest", when="+tests")
+    depends_on("benchmark", when="+benchmarks")
+
+    with when("+openmp"):
+        # OpenMP must be Kokkos' default execution space, which it is not next to CUDA.
+        depends_on("kokkos+openmp~cuda")
+        # Kokkos Kernels pins Kokkos to its own version; KokkosBlas::gemm goes to the BLAS.
+        depends_on("kokkos-kernels+openmp+blas")
+        depends_on("blas")
+        # OpenBLAS on the threads Kokkos already has (docs/BENCHMARKS.md: the pthreads build
+        # competes with them for the cores).
+        depends_on("openblas threads=openmp", when="^[virtuals=blas] openblas")
+
+    with when("+cuda"):
+        # Kokkos Kernels is not used: every product goes through the backend's cuBLASLt handle.
+        depends_on("cuda@11:")  # cuBLASLt's TF32 and bf16 compute types
+        depends_on("kokkos+cuda+wrapper")
+        # Device lambdas (KOKKOS_LAMBDA): a variant of Spack's Kokkos up to 4.x, off by
+        # default; always on in Kokkos 5.
+        depends_on("kokkos+cuda_lambda", when="^kokkos@:4")
+
+    # Kokkos builds for one GPU architecture: hand it ours (a second cuda_arch value has no
+    # Kokkos to match and fails to concretize).
+    for _cuda_arch in CudaPackage.cuda_arch_values:
+        depends_on(f"kokkos+cuda cuda_arch={_cuda_arch}", when=f"+cuda cuda_arch={_cuda_arch}")
+
+    # Kokkos supports CUDA 13 from 4.7.01 on.
+    conflicts("^cuda@13:", when="+cuda ^kokkos@:4.7.00", msg="CUDA 13 needs Kokkos 4.7.01 or newer")
+
+    sanity_check_is_file = [join_path("bin", "dqntrader")]
+
+    def cmake_args(self):
+        spec = self.spec
+        args = [
+            self.define_from_variant("DQNTRADER_ENABLE_CUDA", "cuda"),
+            self.define_from_variant("DQNTRADER_ENABLE_OPENMP", "openmp"),
+            self.define_from_variant("DQNTRADER_ENABLE_TESTS", "tests"),
+            self.define_from_variant("DQNTRADER_ENABLE_BENCHMARKS", "benchmarks"),
+        ]
+        if spec.satisfies("+cuda"):
+            # Kokkos' CUDA build compiles through its nvcc_wrapper.
+            args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].package.kokkos_cxx))
+        if spec.satisfies("+openmp"):
+            # The BLAS of this spec, not the first one FindBLAS meets on the system.
+            args.append(self.define("BLAS_LIBRARIES", spec["blas"].libs.joined(";")))
+        return args
+
+    # Stand-alone tests (`spack test run dqntrader`). With +cuda, test_synth_and_backtest needs
+    # a visible GPU; test_version does not start Kokkos.
+    def _dqntrader(self):
+        return which(self.prefix.bin.dqntrader, required=True)
+
+    def test_version(self):
+        """dqntrader --version names the project and this spec's backend"""
+        out = self._dqntrader()("--version", output=str.split, error=str.split)
+        backend = "cuda" if self.spec.satisfies("+cuda") else "openmp"
+        assert out.startswith("dqntrader "), out
+        assert f", backend {backend})" in out, out
+
+    def test_synth_and_backtest(self):
+        """a 64-bar synthetic market, then a buy-and-hold backtest of it"""
+        dqntrader = self._dqntrader()
+        dqntrader("synth", "--bars", "64", "--out", "smoke.csv")
+        out = dqntrader(
+            "backtest",
+            "--data",
+            "smoke.csv",
+            "--policy",
+            "buy-and-hold",
+            output=str.split,
+            error=str.split,
+        )
+        assert "built-in buy-and-hold" in out, out
+        assert "bars 0 .. 63" in out, out

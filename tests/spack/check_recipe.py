@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""Static checks of dqntrader's Spack recipe against the CMake project it builds.
+
+Usage (from the source root):
+    python3 tests/spack/check_recipe.py \\
+        --recipe spack/spack_repo/dqntrader/packages/dqntrader/package.py \\
+        --repo-yaml spack/spack_repo/dqntrader/repo.yaml --cmake CMakeLists.txt [--cmake ...]
+
+Spack is not needed: the recipe is parsed, never imported. The checks:
+  * the recipe parses and compiles as Python 3 and imports only Spack's API (spack, spack.*,
+    spack_repo.*);
+  * repo.yaml names the namespace the recipe lives under (spack_repo/<namespace>/packages/<pkg>/),
+    declares a Package API v2.x, and the class name is the one Spack derives from the package name;
+  * every CMake option() named DQNTRADER_ENABLE_* is set by exactly one
+    self.define_from_variant("OPTION", "variant"), every define_from_variant names an option()
+    of the project and a declared variant, and every declared variant (plus "cuda" when the class
+    derives from CudaPackage) is used by one;
+  * every REQUIRED find_package() of the project (the CMakeLists.txt files given and the
+    directories they add_subdirectory()) has a Spack package among the depends_on() names;
+  * conflicts() forbid +cuda together with +openmp, and ~cuda together with ~openmp.
+
+Exit status: 0 when every check passes, 1 otherwise (each failure on its own line); 2 for a
+command line argparse rejects.
+"""
+
+import argparse
+import ast
+import os
+import re
+import sys
+
+# find_package() name -> Spack package name.
+SPACK_NAME_OF = {
+    "Kokkos": "kokkos",
+    "KokkosKernels": "kokkos-kernels",
+    "CUDAToolkit": "cuda",
+    "CLI11": "cli11",
+    "nlohmann_json": "nlohmann-json",
+    "BLAS": "blas",
+    "GTest": "googletest",
+    "benchmark": "benchmark",
+}
+
+OPTION_PREFIX = "DQNTRADER_ENABLE_"
+SPACK_API_MODULE = re.compile(r"^(spack|spack\.[A-Za-z0-9_.]+|spack_repo\.[A-Za-z0-9_.]+)$")
+API_VERSION = re.compile(r"^v(\d+)\.(\d+)$")
+PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class Problems:
+    def __init__(self):
+        self.items = []
+
+    def add(self, message):
+        self.items.append(message)
+
+
+# --- CMake ------------------------------------------------------------------------------------
+
+
+def strip_cmake_comments(text):
+    """Drops bracket comments and line comments, keeping quoted strings intact."""
+    text = re.sub(r"#\[(=*)\[.*?\]\1\]", "", text, flags=re.S)
+    out = []
+    for line in text.splitlines():
+        kept, quoted, i = [], False, 0
+        while i < len(line):
+            c = line[i]
+            if c == "\\" and quoted:
+                kept.append(line[i : i + 2])
+                i += 2
+                continue
+            if c == '"':
+                quoted = not quoted
+            elif c == "#" and not quoted:
+                break
+            kept.append(c)
+            i += 1
+        out.append("".join(kept))
+    return "\n".join(out)
+
+
+def cmake_commands(text, name):
+    """Argument strings of every call of the CMake command `name` (case-insensitive)."""
+    calls = []
+    for match in re.finditer(r"\b%s\s*\(" % re.escape(name), text, flags=re.I):
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        calls.append(text[match.end() : i - 1])
+    return calls
+
+
+def read_cmake(paths, problems):
+    """Options and find_package() calls of the given CMakeLists.txt files and their
+    add_subdirectory() directories. Returns (options, find_packages, files read)."""
+    options, packages, seen = {}, [], []
+    queue = [os.path.abspath(p) for p in paths]
+    while queue:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.append(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = strip_cmake_comments(f.read())
+        except OSError as e:
+            problems.add(f"cannot read {path}: {e.strerror}")
+            continue
+        for args in cmake_commands(text, "option"):
+            words = args.split()
+            if words:
+                options.setdefault(words[0], path)
+        for args in cmake_commands(text, "find_package"):
+            words = args.split()
+            if words:
+                packages.append((words[0], "REQUIRED" in words, path))
+        for args in cmake_commands(text, "add_subdirectory"):
+            words = args.split()
+            if words and "$" not in words[0]:
+                sub = os.path.join(os.path.dirname(path), words[0].strip('"'), "CMakeLists.txt")
+                if os.path.isfile(sub):
+                    queue.append(os.path.abspath(sub))
+    return options, packages, seen
+
+
+# --- repo.yaml --------------------------------------------------------------------------------
+
+
+def read_repo_yaml(path, problems):
+    """The keys under the top-level `repo:` mapping of a simple repo.yaml."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        problems.add(f"cannot read {path}: {e.strerror}")
+        return None
+    keys, in_repo = {}, False
+    for raw in lines:
+        line = re.sub(r"\s+#.*$", "", raw).rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            in_repo = line == "repo:"
+            continue
+        if in_repo:
+            key, sep, value = line.strip().partition(":")
+            if sep:
+                keys[key.strip()] = value.strip().strip("'\"")
+    if not keys:
+        problems.add(f"{path}: no 'repo:' mapping with keys")
+    return keys
+
+
+def check_layout(recipe, repo_yaml, keys, class_names, problems):
+    """The recipe sits at <repo root>/packages/<pkg dir>/package.py and the repo root at
+    .../spack_repo/<namespace as directories>, the way Spack (Package API v2) finds it."""
+    namespace = keys.get("namespace", "")
+    api = keys.get("api", "")
+    if not namespace:
+        problems.add(f"{repo_yaml}: repo.namespace is missing")
+    match = API_VERSION.match(api)
+    if not match:
+        problems.add(f"{repo_yaml}: repo.api must be of the form vX.Y (got {api!r})")
+    elif int(match.group(1)) != 2:
+        problems.add(f"{repo_yaml}: repo.api {api} is not a v2.x Package API (spack_repo layout)")
+
+    root = os.path.dirname(os.path.abspath(repo_yaml))
+    subdir = keys.get("subdirectory", "packages")
+    recipe_abs = os.path.abspath(recipe)
+    pkg_dir = os.path.dirname(recipe_abs)
+    if os.path.basename(recipe_abs) != "package.py":
+        problems.add(f"{recipe}: a recipe file must be named package.py")
+    if os.path.dirname(pkg_dir) != os.path.join(root, subdir):
+        problems.add(
+            f"{recipe}: not under {os.path.join(root, subdir)}/<package>/ (the repository "
+            f"that {repo_yaml} describes)"
+        )
+    marker = os.sep + "spack_repo" + os.sep
+    if marker not in root + os.sep:
+        problems.add(f"{root}: a v2 repository lives under a directory named spack_repo")
+    else:
+        derived = (root + os.sep).rpartition(marker)[2].rstrip(os.sep).replace(os.sep, ".")
+        if namespace and derived != namespace:
+            problems.add(
+                f"{repo_yaml}: namespace {namespace!r} does not match the directories under "
+                f"spack_repo/ ({derived!r})"
+            )
+
+    directory = os.path.basename(pkg_dir)
+    name = directory.lstrip("_").replace("_", "-")
+    if not PACKAGE_NAME.match(name):
+        problems.add(f"{recipe}: '{directory}' is not a valid package directory name")
+        return
+    expected_class = "".join(part.capitalize() for part in re.split(r"[-_]", name))
+    if directory[0] == "_":
+        expected_class = "_" + expected_class
+    if expected_class not in class_names:
+        problems.add(
+            f"{recipe}: package '{name}' needs a class named {expected_class} "
+            f"(found: {', '.join(sorted(class_names)) or 'none'})"
+        )
+
+
+# --- the recipe -------------------------------------------------------------------------------
+
+
+def literal_prefix(node):
+    """The string value of a str constant, or the constant head of an f-string, else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        head = []
+        for part in node.values:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                head.append(part.value)
+            else:
+                break
+        return "".join(head)
+    return None
+
+
+def call_name(call):
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def keyword(call, name):
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def base_names(cls):
+    names = set()
+    for base in cls.bases:
+        if isinstance(base, ast.Name):
+            names.add(base.id)
+        elif isinstance(base, ast.Attribute):
+            names.add(base.attr)
+    return names
+
+
+def enabled_variants(spec):
+    """Variant names a spec string turns on for the package itself (dependencies dropped)."""
+    own = spec.split("^", 1)[0]
+    return set(re.findall(r"\+\+?([A-Za-z0-9_-]+)", own)), set(
+        re.findall(r"~~?([A-Za-z0-9_-]+)", own)
+    )
+
+
+def read_recipe(path, problems):
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError as e:
+        problems.add(f"cannot read {path}: {e.strerror}")
+        return None
+    try:
+        tree = ast.parse(source, filename=path)
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        problems.add(f"{path}:{e.lineno}: not valid Python 3: {e.msg}")
+        return None
+    return tree
+
+
+def check_imports(tree, path, problems):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                problems.add(
+                    f"{path}:{node.lineno}: relative import (only Spack's API may be used)"
+                )
+                continue
+            modules = [node.module or ""]
+        else:
+            continue
+        for module in modules:
+            if not SPACK_API_MODULE.match(module):
+                problems.add(
+                    f"{path}:{node.lineno}: imports '{module}'; a recipe imports only from "
+                    "spack, spack.* and spack_repo.*"
+                )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", required=True, help="the package.py to check")
+    parser.add_argument("--repo-yaml", required=True, help="repo.yaml of its Spack repository")
+    parser.add_argument(
+        "--cmake",
+        required=True,
+        action="append",
+        help="a CMakeLists.txt of the project (repeatable; add_subdirectory() is followed)",
+    )
+    args = parser.parse_args(argv)
+    problems = Problems()
+
+    tree = read_recipe(args.recipe, problems)
+    keys = read_repo_yaml(args.repo_yaml, problems)
+    options, packages, cmake_files = read_cmake(args.cmake, problems)
+    if tree is None or keys is None:
+        return report(problems, args)
+
+    check_imports(tree, args.recipe, problems)
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    check_layout(args.recipe, args.repo_yaml, keys, {c.name for c in classes}, problems)
+
+    # Variants: declared with variant("name", ...) in a class body, plus CudaPackage's "cuda".
+    variants = {}
+    from_variant = []  # (cmake variable, variant, line)
+    depends, conflicts = [], []  # spec strings
+    uses_cuda_package = any("CudaPackage" in base_names(c) for c in classes)
+    if uses_cuda_package:
+        variants["cuda"] = "CudaPackage"
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = call_name(node)
+        first = literal_prefix(node.args[0]) if node.args else None
+        if name == "variant" and isinstance(node.func, ast.Name):
+            if first is None:
+                problems.add(f"{args.recipe}:{node.lineno}: variant() without a literal name")
+            else:
+                variants.setdefault(first, f"line {node.lineno}")
+        elif name == "define_from_variant":
+            cmake_var = first
+            variant_node = node.args[1] if len(node.args) > 1 else keyword(node, "variant")
+            variant = literal_prefix(variant_node) if variant_node is not None else None
+            if variant_node is None and cmake_var:
+                variant = cmake_var.lower()
+            if not cmake_var or variant is None or isinstance(variant_node, ast.JoinedStr):
+                problems.add(
+                    f"{args.recipe}:{node.lineno}: define_from_variant() needs literal "
+                    "arguments for this check"
+                )
+                continue
+            from_variant.append((cmake_var, variant, node.lineno))
+        elif name == "depends_on" and isinstance(node.func, ast.Name) and first is not None:
+            depends.append(first)
+        elif name == "conflicts" and isinstance(node.func, ast.Name) and first is not None:
+            when = node.args[1] if len(node.args) > 1 else keyword(node, "when")
+            conflicts.append((first, (literal_prefix(when) if when is not None else None) or ""))
+
+    # CMake options <-> define_from_variant <-> variants.
+    project_options = sorted(o for o in options if o.startswith(OPTION_PREFIX))
+    if not project_options:
+        problems.add(f"no option() named {OPTION_PREFIX}* in {', '.join(cmake_files)}")
+    for option in project_options:
+        setters = [line for var, _, line in from_variant if var == option]
+        if len(setters) != 1:
+            problems.add(
+                f"CMake option {option} is set by {len(setters)} define_from_variant() calls "
+                f"(lines {setters or '-'}); it needs exactly one"
+            )
+    used = set()
+    for cmake_var, variant, line in from_variant:
+        if cmake_var not in options:
+            problems.add(
+                f"{args.recipe}:{line}: define_from_variant('{cmake_var}', ...) names no "
+                "option() of the project"
+            )
+        if variant not in variants:
+            problems.add(
+                f"{args.recipe}:{line}: define_from_variant(..., '{variant}') uses an undeclared "
+                "variant"
+            )
+        used.add(variant)
+    for variant, where in sorted(variants.items()):
+        if variant not in used:
+            problems.add(
+                f"variant '{variant}' ({where}) is passed to CMake by no define_from_variant()"
+            )
+
+    # find_package() -> depends_on().
+    dependency_names = set()
+    for spec in depends:
+        match = re.match(r"\s*([a-z0-9][a-z0-9_-]*)", spec)
+        if match:
+            dependency_names.add(match.group(1))
+    for package, required, where in packages:
+        if not required:
+            continue
+        spack_name = SPACK_NAME_OF.get(package)
+        if spack_name is None:
+            problems.add(
+                f"{where}: find_package({package} REQUIRED) has no known Spack package; add it "
+                f"to SPACK_NAME_OF in {os.path.basename(__file__)}"
+            )
+        elif spack_name not in dependency_names:
+            problems.add(
+                f"{where}: find_package({package} REQUIRED) but the recipe has no "
+                f"depends_on('{spack_name}...')"
+            )
+
+    # One backend per build.
+    def forbids(wanted_on, wanted_off):
+        for spec, when in conflicts:
+            on_spec, off_spec = enabled_variants(spec)
+            on_when, off_when = enabled_variants(when)
+            if wanted_on <= on_spec | on_when and wanted_off <= off_spec | off_when:
+                return True
+        return False
+
+    if not forbids({"cuda", "openmp"}, set()):
+        problems.add(f"{args.recipe}: no conflicts() forbids +cuda together with +openmp")
+    if not forbids(set(), {"cuda", "openmp"}):
+        problems.add(f"{args.recipe}: no conflicts() forbids ~cuda together with ~openmp")
+
+    if not problems.items:
+        print(
+            f"check_recipe: OK: {len(project_options)} options "
+            f"({', '.join(project_options)}) set from variants "
+            f"{', '.join(sorted(variants))}; dependencies cover "
+            f"{', '.join(sorted({p for p, r, _ in packages if r}))}"
+        )
+    return report(problems, args)
+
+
+def report(problems, args):
+    if not problems.items:
+        return 0
+    for message in problems.items:
+        print(f"check_recipe: FAIL: {message}", file=sys.stderr)
+    print(
+        f"check_recipe: {len(problems.items)} problem(s) in {args.recipe} "
+        f"(repo.yaml {args.repo_yaml})",
+        file=sys.stderr,
+    )
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
