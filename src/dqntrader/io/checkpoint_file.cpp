@@ -42,21 +42,25 @@ void write_sections(const std::string& path, const std::vector<Section>& section
 std::vector<Section> read_sections(const std::string& path) {
   auto fail = [&](const std::string& what) -> void { throw InputError(path, 0, 0, what); };
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(std::string("cannot open: ") + std::strerror(errno));
+  if (!in)
+    fail(std::string("cannot open: ") + std::strerror(errno));
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 24 || std::memcmp(bytes.data(), magic, 8) != 0) fail("not a dqntrader checkpoint");
+  if (bytes.size() < 24 || std::memcmp(bytes.data(), magic, 8) != 0)
+    fail("not a dqntrader checkpoint");
   std::uint64_t stored = 0;
   std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
   std::size_t at = 8;
   const std::size_t end = bytes.size() - 8;
   auto take = [&](void* into, std::size_t n, const char* what) {
-    if (n > end - at) fail(std::string("truncated checkpoint: the file ends inside ") + what);
+    if (n > end - at)
+      fail(std::string("truncated checkpoint: the file ends inside ") + what);
     std::memcpy(into, bytes.data() + at, n);
     at += n;
   };
   std::uint32_t got_version = 0, count = 0;
   take(&got_version, 4, "the header");
-  if (got_version != version) fail("checkpoint version " + std::to_string(got_version) + " is not supported");
+  if (got_version != version)
+    fail("checkpoint version " + std::to_string(got_version) + " is not supported");
   take(&count, 4, "the header");
   std::vector<Section> sections;
   for (std::uint32_t i = 0; i < count; ++i) {
@@ -68,7 +72,8 @@ std::vector<Section> read_sections(const std::string& path) {
     std::uint64_t size = 0, checksum = 0;
     take(&size, 8, "a section header");
     take(&checksum, 8, "a section header");
-    if (size > end - at) fail("truncated checkpoint: section '" + s.name + "' is cut short");
+    if (size > end - at)
+      fail("truncated checkpoint: section '" + s.name + "' is cut short");
     s.bytes.assign(bytes.data() + at, size);
     at += size;
     if (hash64(s.bytes.data(), s.bytes.size()) != checksum) {
@@ -76,14 +81,18 @@ std::vector<Section> read_sections(const std::string& path) {
     }
     sections.push_back(std::move(s));
   }
-  if (at != end) fail("corrupted checkpoint: trailing bytes");
-  if (hash64(bytes.data(), end) != stored) fail("corrupted checkpoint: checksum mismatch in the section table");
+  if (at != end)
+    fail("corrupted checkpoint: trailing bytes");
+  if (hash64(bytes.data(), end) != stored)
+    fail("corrupted checkpoint: checksum mismatch in the section table");
   return sections;
 }
 
-const Section& find_section(const std::vector<Section>& sections, const std::string& name, const std::string& path) {
+const Section& find_section(const std::vector<Section>& sections, const std::string& name,
+                            const std::string& path) {
   for (const Section& s : sections) {
-    if (s.name == name) return s;
+    if (s.name == name)
+      return s;
   }
   throw InputError(path, 0, 0, "checkpoint has no section '" + name + "'");
 }
