@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything dqntrader needs on a Debian 12 machine, from nothing:
-#   1. the Debian packages the build, the tests and (with --bench) the benchmark peers use;
+#   1. the Debian packages the build and the tests use, with --browser Chromium for the
+#      report test, with --bench the benchmark peers;
 #   2. Kokkos 3.4.01 (and, for the OpenMP build, Kokkos Kernels 3.4.01) from Debian's
 #      trilinos 13.2.0 source package, patched (scripts/patches/) and installed into a
 #      cache prefix keyed by version, options and patch contents. A prefix that exists is
@@ -18,6 +19,7 @@ Usage: scripts/bootstrap.sh [options]
   --deps-dir DIR     cache root (default $DQNTRADER_DEPS_DIR, else ~/.cache/dqntrader)
   --no-apt           do not install Debian packages (check only that the tools exist)
   --bench            also install the benchmark peers (python3-torch, python3-numpy)
+  --browser          also install Chromium (the suite renders a run report in it)
   --jobs N           parallel build jobs (default 2)
   --print-prefix     print the installed prefix (for CMAKE_PREFIX_PATH) on stdout at the end
   -h, --help         this text
@@ -33,6 +35,7 @@ arch=HOPPER90
 deps_dir=${DQNTRADER_DEPS_DIR:-${HOME}/.cache/dqntrader}
 use_apt=1
 bench=0
+browser=0
 jobs=2
 print_prefix=0
 while [ $# -gt 0 ]; do
@@ -42,6 +45,7 @@ while [ $# -gt 0 ]; do
     --deps-dir) deps_dir=$2; shift ;;
     --no-apt) use_apt=0 ;;
     --bench) bench=1 ;;
+    --browser) browser=1 ;;
     --jobs) jobs=$2; shift ;;
     --print-prefix) print_prefix=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -64,8 +68,9 @@ kokkos_version=3.4.01
 # OpenBLAS built for OpenMP: it runs on the OpenMP threads Kokkos already has, where the
 # pthreads build would compete with them for the cores.
 packages=(cmake ninja-build g++ make patch pkg-config libgtest-dev libbenchmark-dev
-          libopenblas-openmp-dev libcli11-dev nlohmann-json3-dev dpkg-dev)
+          libopenblas-openmp-dev libcli11-dev nlohmann-json3-dev dpkg-dev python3)
 [ "$bench" = 1 ] && packages+=(python3-torch python3-numpy)
+[ "$browser" = 1 ] && packages+=(chromium)
 
 missing_packages() {
   local p

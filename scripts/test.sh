@@ -4,5 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-scripts/build.sh
+scripts/build.sh --browser
+# The report test renders a page in Chromium; here a missing browser is a failure, not a skip.
+export DQNTRADER_REQUIRE_BROWSER=1
 ctest --preset openmp

@@ -1,6 +1,7 @@
 # Installs the build tree into a scratch prefix, then configures, builds and runs the consumer
-# project against it. Variables: BUILD_DIR, SOURCE_DIR, WORK_DIR, CXX, GENERATOR and
-# DEPENDENCY_DIRS (-D<package>_DIR=... arguments joined with '|').
+# project against it. Variables: BUILD_DIR, SOURCE_DIR, WORK_DIR, CXX, CXX_FLAGS and
+# LINKER_FLAGS (the build's own, e.g. sanitizers), GENERATOR and DEPENDENCY_DIRS
+# (-D<package>_DIR=... arguments joined with '|').
 string(REPLACE "|" ";" dependency_dirs "${DEPENDENCY_DIRS}")
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
@@ -23,7 +24,8 @@ if(NOT config)
   message(FATAL_ERROR "the install lacks lib/cmake/dqntrader/dqntraderConfigVersion.cmake")
 endif()
 step("${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-     -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_COMPILER=${CXX}"
+     -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
+     "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}"
      "-DCMAKE_PREFIX_PATH=${prefix}" ${dependency_dirs})
 step("${CMAKE_COMMAND}" --build "${WORK_DIR}/build")
 step("${WORK_DIR}/build/consumer")
