@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Run on the GPU machine over a copy of the tree (carry: [".carry"], prepared here by
 # scripts/device/prepare-carry.sh): builds patched Kokkos 3.4.01 with CUDA for sm_90 and
-# the CUDA variant, then runs the steps named (default: all of them). Logs go to $OUT.
+# the CUDA variant (only DQNTRADER_BUILD_TARGET when set), then runs the steps named
+# (default: all of them). Logs go to $OUT.
 #   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer] [train] [train-peer] [sanitizer]
+#                                [racecheck]
 set -uo pipefail
 steps=${*:-test gemm eval eval-peer train train-peer}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -29,7 +31,8 @@ start=$SECONDS
 cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix;$root/.carry/debroot/usr" \
   -DDQNTRADER_EXPECT_KOKKOS_VERSION=30401 >"$out/configure.log" 2>&1 ||
   { tail -n 60 "$out/configure.log"; exit 1; }
-cmake --build --preset cuda -j "$jobs" >"$out/build.log" 2>&1 ||
+cmake --build --preset cuda -j "$jobs" ${DQNTRADER_BUILD_TARGET:+--target "$DQNTRADER_BUILD_TARGET"} \
+  >"$out/build.log" 2>&1 ||
   { grep -E "error|Error" -A5 "$out/build.log" | head -n 80; exit 1; }
 echo "build: $((SECONDS - start)) s" | tee -a "$out/setup.log"
 
@@ -68,14 +71,24 @@ if want train-peer; then
 fi
 if want sanitizer; then
   # memcheck over every test that runs device code in this process (the learning runs, the
-  # command-line tests and the kill test start other processes or take too long under it);
-  # racecheck over the scans.
+  # command-line tests and the kill test start other processes or take too long under it).
   timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
     --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:TdLoss*:Replay*:TrainingGuard*:TrainingRun*' \
     >"$out/memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -n 5
-  timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
-    --gtest_filter='PositionScan*:Metrics*:BacktestEvaluator.WalkForward*' >"$out/racecheck.log" 2>&1
-  echo "racecheck exit $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/racecheck.log" | tail -n 5
+fi
+if want racecheck; then
+  # racecheck over the evaluator's scans on small inputs (the suite's scan tests do not finish
+  # under it): a built-in policy's backtest (the metrics scans) and a one-epoch training run
+  # (its validation: Q-values, the position scan, the metrics scans).
+  dqn=build/cuda/dqntrader
+  "$dqn" synth --bars 2000 --seed 3 --out "$out/racecheck.csv" >/dev/null
+  timeout 40 compute-sanitizer --tool racecheck --error-exitcode 9 "$dqn" backtest \
+    --data "$out/racecheck.csv" --policy sign-of-ofi >"$out/racecheck-backtest.log" 2>&1
+  echo "racecheck backtest exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-backtest.log"
+  timeout 70 compute-sanitizer --tool racecheck --error-exitcode 9 "$dqn" train \
+    --synth-bars 1200 --epochs 1 --steps-per-epoch 2 --learning-starts 64 --hidden 8 \
+    --probe-interval 0 --out "$out/racecheck-run" >"$out/racecheck-train.log" 2>&1
+  echo "racecheck train exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-train.log"
 fi
 exit $status
