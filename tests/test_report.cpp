@@ -127,6 +127,28 @@ TEST(ChartMarkup, EscapesTextAndDrawsGapsAsNewSubpaths) {
   EXPECT_EQ(std::count(path.begin(), path.end(), 'L'), 1) << path;
 }
 
+TEST(ChartMarkup, ALogAxisSpacesDecadesEvenlyAndLeavesOutNonPositiveValues) {
+  io::LineChart chart;
+  chart.id = "log";
+  chart.y.log = true;
+  chart.series.push_back({"s", "#000", {0, 1, 2, 3}, {1, 10, 100, -5}});
+  const std::string svg = io::render(chart);
+  const std::size_t d = svg.find(" d=\"");
+  ASSERT_NE(d, std::string::npos);
+  std::istringstream path(svg.substr(d + 4, svg.find('"', d + 4) - d - 4));
+  std::vector<double> ys;
+  std::string command;
+  double x = 0, y = 0;
+  while (path >> command >> y) {  // "M<x> <y>" / "L<x> <y>"
+    x = std::stod(command.substr(1));
+    ys.push_back(y);
+  }
+  ASSERT_EQ(ys.size(), 3u) << "the value -5 has no place on a log axis";
+  EXPECT_NEAR(ys[0] - ys[1], ys[1] - ys[2], 0.02);
+  EXPECT_GT(ys[0], ys[2]) << "larger values are drawn higher";
+  EXPECT_GT(x, 0);
+}
+
 class RunReport : public ::testing::Test {
  protected:
   void SetUp() override {

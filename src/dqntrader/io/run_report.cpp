@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -264,6 +265,21 @@ std::string render_html(const RunReport& r) {
     chart.title = "Equity (E_0 = 1): best policy and buy-and-hold";
     chart.x = {"time (UTC)", true};
     chart.y.label = "equity";
+    // Growth over orders of magnitude reads on a log axis.
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    for (const std::vector<double>* e : {&r.policy.equity, &r.buy_and_hold.equity}) {
+      for (double v : *e) {
+        if (v > 0 && std::isfinite(v)) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+      }
+    }
+    if (hi > 100 * lo) {
+      chart.y.log = true;
+      chart.y.label = "equity (log scale)";
+      chart.title += " (log scale)";
+    }
     chart.series.push_back({"policy", policy_colour, time, r.policy.equity});
     chart.series.push_back({"buy-and-hold", baseline_colour, time, r.buy_and_hold.equity});
     out << render(chart);

@@ -31,6 +31,8 @@ std::string tick_label(double value, const Axis& axis, double span) {
     // Whole days apart: the date; less: the date and the minute.
     return span >= 4 * 86400000.0 ? iso.substr(0, 10) : iso.substr(0, 10) + " " + iso.substr(11, 5);
   }
+  if (axis.log)
+    value = std::pow(10.0, value);
   if (value == 0)
     return "0";
   std::snprintf(text, sizeof text, "%.4g", value);
@@ -211,7 +213,14 @@ std::vector<std::size_t> thin(const std::vector<double>& y, std::size_t buckets)
   return kept;
 }
 
-std::string render(const LineChart& chart) {
+std::string render(const LineChart& given) {
+  LineChart chart = given;
+  if (chart.y.log) {
+    for (Series& series : chart.series) {
+      for (double& y : series.y)
+        y = y > 0 ? std::log10(y) : std::numeric_limits<double>::quiet_NaN();
+    }
+  }
   Scale s;
   for (const Series& series : chart.series) {
     for (std::size_t i = 0; i < series.x.size(); ++i) {

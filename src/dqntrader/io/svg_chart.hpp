@@ -14,6 +14,7 @@ namespace dqntrader::io {
 struct Axis {
   std::string label;
   bool time = false;  // values are UTC milliseconds; ticks print as dates
+  bool log = false;   // a log10 axis (y only); values <= 0 are left out
 };
 
 struct Series {
