@@ -131,21 +131,9 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
   report.last_bar = window.end - 1;
   report.timestamps_ms.assign(bars.timestamp_ms.begin() + window.begin,
                               bars.timestamp_ms.begin() + window.end);
-  std::ostringstream network;
-  network << policy.network.state_size();
-  for (std::size_t w : policy.network.hidden)
-    network << "-" << w;
-  network << "-" << policy.network.actions << (policy.network.dueling ? " dueling" : "") << ", "
-          << to_string(config.precision);
-  report.network = network.str();
+  report.network = nn::describe(policy.network) + ", " + to_string(config.precision);
 
-  eval::BacktestConfig backtest;
-  backtest.positions = policy.positions;
-  backtest.cost = config.cost;
-  backtest.bars_per_year = config.bars_per_year;
-  backtest.risk_free = config.risk_free;
-  backtest.chunk_bars = config.chunk_bars;
-  backtest.precision = config.precision;
+  const eval::BacktestConfig backtest = train::backtest_config(config, policy.positions);
   eval::validate(backtest);
 
   // The best policy: metrics and its per-bar path.

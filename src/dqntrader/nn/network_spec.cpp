@@ -12,6 +12,14 @@ bool NetworkSpec::operator==(const NetworkSpec& other) const {
          actions == other.actions && dueling == other.dueling;
 }
 
+std::string describe(const NetworkSpec& spec) {
+  std::string text = std::to_string(spec.state_size());
+  for (std::size_t w : spec.hidden)
+    text += "-" + std::to_string(w);
+  text += "-" + std::to_string(spec.actions);
+  return spec.dueling ? text + " dueling" : text;
+}
+
 void validate(const NetworkSpec& spec) {
   if (spec.features == 0)
     throw InputError("the network needs at least one feature");

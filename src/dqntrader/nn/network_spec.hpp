@@ -23,6 +23,9 @@ struct NetworkSpec {
   bool operator==(const NetworkSpec& other) const;
 };
 
+/// "state-hidden...-actions", with " dueling" for a dueling head, e.g. "24-128-128-3".
+std::string describe(const NetworkSpec& spec);
+
 /// Where each tensor lives in the flat parameter buffer. Weights are row-major
 /// [inputs x outputs] (y = x W + b); the first layer's weight has state_size() rows: the
 /// feature rows first, then one row per incoming position.

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -11,9 +11,9 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/env/states.hpp"
-#include "dqntrader/io/view_sections.hpp"
 #include "dqntrader/env/trading_env.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
+#include "dqntrader/io/view_sections.hpp"
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
@@ -90,7 +90,8 @@ struct HostCounters {
   std::int64_t steps, learning_steps, epoch, skipped_before, restores_before;
 };
 
-void write_nan(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& view, std::size_t count) {
+void write_nan(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& view,
+               std::size_t count) {
   Kokkos::parallel_for(
       "dqntrader::train::inject_nan", Kokkos::RangePolicy<ExecSpace>(space, 0, count),
       KOKKOS_LAMBDA(const std::size_t i) { view(i) = static_cast<float>(compat::quiet_nan()); });
@@ -172,7 +173,8 @@ class EngineImpl final : public DqnTrainer::Engine {
 
     m_close = m_train_features.close();
     // The environments' own copy of the prices (the one fault injection may spoil).
-    m_close_mutable = Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::close"), m_close.extent(0));
+    m_close_mutable =
+        Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::close"), m_close.extent(0));
     Kokkos::deep_copy(space, m_close_mutable, m_close);
     Kokkos::View<double*, DeviceMemory> position_values(alloc("dqntrader::train::positions"),
                                                         positions.size());
@@ -233,13 +235,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_step = Kokkos::View<std::int64_t, DeviceMemory>(alloc("dqntrader::train::step"));
     m_guard->snapshot(space, learner_state());
 
-    eval::BacktestConfig backtest;
-    backtest.positions = positions;
-    backtest.cost = c.cost;
-    backtest.bars_per_year = c.bars_per_year;
-    backtest.risk_free = c.risk_free;
-    backtest.chunk_bars = c.chunk_bars;
-    backtest.precision = c.precision;
+    const eval::BacktestConfig backtest = backtest_config(c, positions);
     const data::FeatureSet& val_features = m_val_features ? *m_val_features : m_train_features;
     m_evaluator = std::make_unique<eval::BacktestEvaluator>(
         space, val_features, stats, network, eval::BarRange{val_begin, val_end}, backtest);
@@ -342,9 +338,10 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_env->save(out);
     save(out, "step", m_step);
     save(out, "close", m_close_mutable);
-    const HostCounters host{m_steps, m_learning_steps, static_cast<std::int64_t>(m_epoch), m_skipped_before,
-                            m_restores_before};
-    out.push_back({"host_counters", std::string(reinterpret_cast<const char*>(&host), sizeof host)});
+    const HostCounters host{m_steps, m_learning_steps, static_cast<std::int64_t>(m_epoch),
+                            m_skipped_before, m_restores_before};
+    out.push_back(
+        {"host_counters", std::string(reinterpret_cast<const char*>(&host), sizeof host)});
     return out;
   }
 
@@ -367,7 +364,8 @@ class EngineImpl final : public DqnTrainer::Engine {
     load(sections, "step", m_step, source);
     load(sections, "close", m_close_mutable, source);
     const io::Section& h = io::find_section(sections, "host_counters", source);
-    if (h.bytes.size() != sizeof(HostCounters)) throw InputError(source, 0, 0, "bad host_counters section");
+    if (h.bytes.size() != sizeof(HostCounters))
+      throw InputError(source, 0, 0, "bad host_counters section");
     HostCounters host;
     std::memcpy(&host, h.bytes.data(), sizeof host);
     m_steps = host.steps;
@@ -439,9 +437,11 @@ class EngineImpl final : public DqnTrainer::Engine {
     const std::int64_t cycle = static_cast<std::int64_t>(c.graph_steps);
     // The first recorded cycle starts after a whole cycle of eager steps (every kernel warm),
     // counted from this trainer's first step, restored or not.
-    if (cycle > 0 && m_first_cycle < 0) m_first_cycle = (m_learning_steps / cycle + 2) * cycle;
-    const bool cyclic = cycle > 0 && m_learning_steps >= m_first_cycle && m_learning_steps % cycle == 0 &&
-                        left >= static_cast<std::size_t>(cycle) && m_fault.empty();
+    if (cycle > 0 && m_first_cycle < 0)
+      m_first_cycle = (m_learning_steps / cycle + 2) * cycle;
+    const bool cyclic = cycle > 0 && m_learning_steps >= m_first_cycle &&
+                        m_learning_steps % cycle == 0 && left >= static_cast<std::size_t>(cycle) &&
+                        m_fault.empty();
     if (!cyclic) {
       step();
       return 1;
@@ -511,7 +511,8 @@ class EngineImpl final : public DqnTrainer::Engine {
     } else {
       m_replay->sample(m_space, c.seed, m_step, m_batch);
     }
-    if (m_fault == "batch") write_nan(m_space, m_batch.return_n, 1);
+    if (m_fault == "batch")
+      write_nan(m_space, m_batch.return_n, 1);
     env::assemble_states(m_space, Matrix<const T>(m_features), m_batch.bar, m_batch.position, b,
                          m_states);
     env::assemble_states(m_space, Matrix<const T>(m_features), m_batch.next_bar,
@@ -522,10 +523,13 @@ class EngineImpl final : public DqnTrainer::Engine {
     td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b), m_q_target, m_batch,
             c.huber_delta, m_dq, m_loss);
     m_online_net->backward(m_space, online_weights(), m_dq, b, m_grads);
-    if (m_fault == "gradient") write_nan(m_space, m_grads, 1);
+    if (m_fault == "gradient")
+      write_nan(m_space, m_grads, 1);
     m_adam->step(m_space, m_online, m_grads, m_online_working);
-    if (m_fault == "weight") write_nan(m_space, m_online, 1);
-    if (m_fault != "price") m_fault.clear();  // one-shot faults are spent
+    if (m_fault == "weight")
+      write_nan(m_space, m_online, 1);
+    if (m_fault != "price")
+      m_fault.clear();  // one-shot faults are spent
     accumulate(m_space, m_sums, m_loss, static_cast<double>(b));
     if (c.tau > 0.0) {
       soft_update(m_space, Kokkos::View<const float*, DeviceMemory>(m_online), m_target,
@@ -635,13 +639,17 @@ std::vector<eval::WindowMetrics> DqnTrainer::validate(const std::vector<float>& 
 std::vector<float> DqnTrainer::parameters() const {
   return m_engine->parameters();
 }
-std::vector<io::Section> DqnTrainer::state() const { return m_engine->state(); }
+std::vector<io::Section> DqnTrainer::state() const {
+  return m_engine->state();
+}
 
 void DqnTrainer::restore(const std::vector<io::Section>& sections, const std::string& source) {
   m_engine->restore(sections, source);
 }
 
-void DqnTrainer::inject_fault(const std::string& kind) { m_engine->inject_fault(kind); }
+void DqnTrainer::inject_fault(const std::string& kind) {
+  m_engine->inject_fault(kind);
+}
 
 io::PolicyFile DqnTrainer::policy(const std::vector<float>& parameters) const {
   io::PolicyFile p;

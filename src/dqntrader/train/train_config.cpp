@@ -192,12 +192,15 @@ std::vector<Setting> settings(TrainConfig& c) {
       number("seed", "seed of every random choice (data, initialisation, exploration, sampling)",
              c.seed),
       string("out", "run directory", c.out),
-      number("checkpoints", "checkpoints kept in the run directory besides the best one", c.checkpoints),
+      number("checkpoints", "checkpoints kept in the run directory besides the best one",
+             c.checkpoints),
       number("fault-budget",
-             "consecutive skipped steps or guard restores after which the run stops with fault_report.json",
+             "consecutive skipped steps or guard restores after which the run stops with "
+             "fault_report.json",
              c.fault_budget),
       string("inject-fault",
-             "for testing fault handling: kind@epoch writes NaN into a batch, gradient, weight or (from then on) "
+             "for testing fault handling: kind@epoch writes NaN into a batch, gradient, weight or "
+             "(from then on) "
              "every price at that epoch's first step",
              c.inject_fault),
   };
@@ -268,6 +271,17 @@ void validate(const TrainConfig& c) {
     require(c.tau > 0.0 || c.target_update % c.graph_steps == 0,
             "graph-steps must divide target-update (or use tau)");
   }
+}
+
+eval::BacktestConfig backtest_config(const TrainConfig& c, const std::vector<double>& positions) {
+  eval::BacktestConfig b;
+  b.positions = positions;
+  b.cost = c.cost;
+  b.bars_per_year = c.bars_per_year;
+  b.risk_free = c.risk_free;
+  b.chunk_bars = c.chunk_bars;
+  b.precision = c.precision;
+  return b;
 }
 
 }  // namespace dqntrader::train

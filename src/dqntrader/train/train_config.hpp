@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dqntrader/core/precision.hpp"
+#include "dqntrader/eval/backtest_config.hpp"
 
 namespace dqntrader::train {
 
@@ -68,7 +69,7 @@ struct TrainConfig {
   std::string out = "runs/latest";
   std::size_t checkpoints = 3;    // checkpoints kept besides the best one
   std::size_t fault_budget = 20;  // consecutive skipped steps or guard restores that stop the run
-  std::string inject_fault;       // "kind@epoch": NaN into batch, gradient, weight or price (testing)
+  std::string inject_fault;  // "kind@epoch": NaN into batch, gradient, weight or price (testing)
 
   static Precision default_precision();
 };
@@ -88,5 +89,10 @@ std::vector<Setting> settings(TrainConfig& config);
 
 /// Checks every value and their combinations; throws InputError naming the setting.
 void validate(const TrainConfig& config);
+
+/// The backtest settings of a run's validation: its cost, annualisation, risk-free rate,
+/// chunking and precision, with the positions the actions stand for.
+eval::BacktestConfig backtest_config(const TrainConfig& config,
+                                     const std::vector<double>& positions);
 
 }  // namespace dqntrader::train

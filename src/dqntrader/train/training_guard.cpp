@@ -87,7 +87,8 @@ void TrainingGuard::save(std::vector<io::Section>& out) const {
   io::save(out, "guard_counters", m_counters);
 }
 
-void TrainingGuard::load(const std::vector<io::Section>& sections, const std::string& source) const {
+void TrainingGuard::load(const std::vector<io::Section>& sections,
+                         const std::string& source) const {
   io::load(sections, "guard_online", m_online, source);
   io::load(sections, "guard_target", m_target, source);
   io::load(sections, "guard_m", m_first, source);

@@ -17,10 +17,10 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
-#include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
@@ -148,15 +148,20 @@ std::vector<std::string> checkpoint_paths(const std::string& run_directory) {
   for (const auto& entry : std::filesystem::directory_iterator(run_directory, error)) {
     const std::string name = entry.path().filename().string();
     const std::string prefix = "checkpoint-", suffix = ".dqnckpt";
-    if (name.size() > prefix.size() + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+    if (name.size() > prefix.size() + suffix.size() &&
+        name.compare(0, prefix.size(), prefix) == 0 &&
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-      if (digits.find_first_not_of("0123456789") == std::string::npos) found.push_back({std::stol(digits), entry.path().string()});
+      const std::string digits =
+          name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+      if (digits.find_first_not_of("0123456789") == std::string::npos)
+        found.push_back({std::stol(digits), entry.path().string()});
     }
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> paths;
-  for (const auto& f : found) paths.push_back(f.second);
+  for (const auto& f : found)
+    paths.push_back(f.second);
   return paths;
 }
 
@@ -166,7 +171,8 @@ namespace {
 // when it stops early, how it launches its kernels and the testing fault.
 nlohmann::json identity(TrainConfig config) {
   nlohmann::json j = nlohmann::json::parse(settings_json(config));
-  for (const char* key : {"out", "epochs", "patience", "checkpoints", "fault-budget", "inject-fault", "graph-steps"}) {
+  for (const char* key : {"out", "epochs", "patience", "checkpoints", "fault-budget",
+                          "inject-fault", "graph-steps"}) {
     j.erase(key);
   }
   return j;
@@ -200,9 +206,11 @@ io::Section pod(const std::string& name, const T& value) {
 }
 
 template <class T>
-T read_pod(const std::vector<io::Section>& sections, const std::string& name, const std::string& source) {
+T read_pod(const std::vector<io::Section>& sections, const std::string& name,
+           const std::string& source) {
   const io::Section& s = io::find_section(sections, name, source);
-  if (s.bytes.size() != sizeof(T)) throw InputError(source, 0, 0, "bad section '" + name + "'");
+  if (s.bytes.size() != sizeof(T))
+    throw InputError(source, 0, 0, "bad section '" + name + "'");
   T value;
   std::memcpy(&value, s.bytes.data(), sizeof(T));
   return value;
@@ -211,7 +219,8 @@ T read_pod(const std::vector<io::Section>& sections, const std::string& name, co
 void remove_stale_temporaries(const std::string& dir) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    if (entry.path().filename().string().find(".tmp-") != std::string::npos) std::filesystem::remove(entry.path(), error);
+    if (entry.path().filename().string().find(".tmp-") != std::string::npos)
+      std::filesystem::remove(entry.path(), error);
   }
 }
 
@@ -230,16 +239,20 @@ RunData load_run_data(const TrainConfig& config) {
   } else {
     run.bars = data::load_bars(config.data, columns);
   }
-  if (!config.val_data.empty()) run.validation = data::load_bars(config.val_data, columns);
-  run.fingerprint = fingerprint(run.bars) ^
-                    (config.val_data.empty() ? 0 : fingerprint(run.validation) * 0x9E3779B97F4A7C15ull);
+  if (!config.val_data.empty())
+    run.validation = data::load_bars(config.val_data, columns);
+  run.fingerprint =
+      fingerprint(run.bars) ^
+      (config.val_data.empty() ? 0 : fingerprint(run.validation) * 0x9E3779B97F4A7C15ull);
   return run;
 }
 
 void check_same_data(const RunData& data, const std::string& checkpoint_path) {
   const std::vector<io::Section> sections = io::read_sections(checkpoint_path);
   if (read_pod<std::uint64_t>(sections, "data_fingerprint", checkpoint_path) != data.fingerprint)
-    throw InputError(checkpoint_path, 0, 0, "the data differ from the data this run was trained on (fingerprints do not match)");
+    throw InputError(
+        checkpoint_path, 0, 0,
+        "the data differ from the data this run was trained on (fingerprints do not match)");
 }
 
 RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::ostream& log,
@@ -252,7 +265,8 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
 
   std::error_code error;
   std::filesystem::create_directories(config.out, error);
-  if (error) throw Error("cannot create the run directory '" + config.out + "': " + error.message());
+  if (error)
+    throw Error("cannot create the run directory '" + config.out + "': " + error.message());
   const std::string dir = config.out + "/";
   remove_stale_temporaries(config.out);
 
@@ -274,13 +288,16 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
         log << "dqntrader train: skipping " << e.what() << "\n";
       }
     }
-    if (source.empty()) throw InputError(config.out, 0, 0, "no valid checkpoint to resume from");
-    const nlohmann::json saved = nlohmann::json::parse(io::find_section(sections, "settings", source).bytes);
+    if (source.empty())
+      throw InputError(config.out, 0, 0, "no valid checkpoint to resume from");
+    const nlohmann::json saved =
+        nlohmann::json::parse(io::find_section(sections, "settings", source).bytes);
     const nlohmann::json now = identity(config);
     std::string differences;
     for (const auto& item : now.items()) {
       if (!saved.contains(item.key()) || saved[item.key()] != item.value()) {
-        differences += "\n  " + item.key() + ": checkpoint " + (saved.contains(item.key()) ? saved[item.key()].dump() : "(none)") +
+        differences += "\n  " + item.key() + ": checkpoint " +
+                       (saved.contains(item.key()) ? saved[item.key()].dump() : "(none)") +
                        ", now " + item.value().dump();
       }
     }
@@ -289,8 +306,10 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
     }
     if (!differences.empty()) {
       if (!resume.force) {
-        throw InputError(source, 0, 0, "the run's settings or data differ from the checkpoint's (--force continues anyway):" +
-                                           differences);
+        throw InputError(
+            source, 0, 0,
+            "the run's settings or data differ from the checkpoint's (--force continues anyway):" +
+                differences);
       }
       log << "dqntrader train: --force: continuing although" << differences << "\n";
     }
@@ -315,12 +334,11 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
 
   const auto [train_begin, train_end] = trainer.training_window();
   const auto [val_begin, val_end] = trainer.validation_window();
-  log << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".." << train_end - 1
-      << ", validation bars " << val_begin << ".." << val_end - 1 << (config.val_data.empty() ? "" : " of " + config.val_data)
-      << "; network " << trainer.network().state_size();
-  for (std::size_t w : trainer.network().hidden) log << "-" << w;
-  log << "-" << trainer.network().actions << (config.dueling ? " dueling" : "") << ", " << to_string(config.precision)
-      << "; " << trainer.vaccine_bars() << " stress bars\n";
+  log << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".."
+      << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
+      << (config.val_data.empty() ? "" : " of " + config.val_data) << "; network "
+      << nn::describe(trainer.network()) << ", " << to_string(config.precision) << "; "
+      << trainer.vaccine_bars() << " stress bars\n";
 
   std::string fault_kind;
   std::size_t fault_epoch = 0;
@@ -331,7 +349,8 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
   }
   Progress progress(log);
   for (std::size_t epoch = first_epoch; epoch <= config.epochs; ++epoch) {
-    if (epoch == fault_epoch) trainer.inject_fault(fault_kind);
+    if (epoch == fault_epoch)
+      trainer.inject_fault(fault_kind);
     progress.update(epoch, config.epochs, "training and validating...");
     const EpochReport r = trainer.run_epoch();
     progress.clear();
@@ -351,41 +370,49 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
     record["validation_sharpe"] = io::json_number(r.validation_sharpe);
     if (r.validation.size() > 1) {
       nlohmann::json windows = nlohmann::json::array();
-      for (const auto& m : r.validation) windows.push_back(io::to_json(m));
+      for (const auto& m : r.validation)
+        windows.push_back(io::to_json(m));
       record["validation_windows"] = windows;
     }
     nlohmann::json probe = nlohmann::json::object();
-    for (const auto& [group, value] : r.probe) probe[group] = io::json_number(value);
+    for (const auto& [group, value] : r.probe)
+      probe[group] = io::json_number(value);
     record["probe"] = probe;
     record["best"] = improved;
     const std::string line = record.dump();
     append_line(dir + "metrics.jsonl", line);
     metrics_text += line + "\n";
-    const std::string timing =
-        nlohmann::json{{"epoch", r.epoch}, {"train_seconds", r.train_seconds}, {"validation_seconds", r.validation_seconds}}
-            .dump();
+    const std::string timing = nlohmann::json{
+        {"epoch", r.epoch},
+        {"train_seconds", r.train_seconds},
+        {"validation_seconds",
+         r.validation_seconds}}.dump();
     append_line(dir + "timings.jsonl", timing);
     timings_text += timing + "\n";
 
     const eval::WindowMetrics& v = r.validation.front();
-    log << "epoch " << r.epoch << "/" << config.epochs << "  loss " << fixed(r.loss, 5) << "  mean Q "
-        << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3) << "  skipped " << r.skipped << "  restores "
-        << r.restores << "  val sharpe " << fixed(r.validation_sharpe, 3) << "  return " << fixed(v.total_return, 4)
-        << "  drawdown " << fixed(v.max_drawdown, 4) << "  time " << fixed(r.train_seconds, 2) << "s train + "
+    log << "epoch " << r.epoch << "/" << config.epochs << "  loss " << fixed(r.loss, 5)
+        << "  mean Q " << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3) << "  skipped "
+        << r.skipped << "  restores " << r.restores << "  val sharpe "
+        << fixed(r.validation_sharpe, 3) << "  return " << fixed(v.total_return, 4) << "  drawdown "
+        << fixed(v.max_drawdown, 4) << "  time " << fixed(r.train_seconds, 2) << "s train + "
         << fixed(r.validation_seconds, 2) << "s val" << (improved ? "  *best" : "") << "\n";
 
     if (r.consecutive_faults >= static_cast<std::int64_t>(config.fault_budget)) {
-      nlohmann::json report = {{"epoch", r.epoch},
-                               {"steps", r.steps},
-                               {"consecutive_faults", r.consecutive_faults},
-                               {"fault_budget", config.fault_budget},
-                               {"skipped_steps_this_epoch", r.skipped},
-                               {"guard_restores_this_epoch", r.restores},
-                               {"loss", io::json_number(r.loss)},
-                               {"last_good_checkpoint", checkpoint_paths(config.out).empty() ? "" : checkpoint_paths(config.out).front()}};
+      nlohmann::json report = {
+          {"epoch", r.epoch},
+          {"steps", r.steps},
+          {"consecutive_faults", r.consecutive_faults},
+          {"fault_budget", config.fault_budget},
+          {"skipped_steps_this_epoch", r.skipped},
+          {"guard_restores_this_epoch", r.restores},
+          {"loss", io::json_number(r.loss)},
+          {"last_good_checkpoint",
+           checkpoint_paths(config.out).empty() ? "" : checkpoint_paths(config.out).front()}};
       io::write_file_atomically(dir + "fault_report.json", report.dump(2) + "\n");
       throw Error("training stopped: " + std::to_string(r.consecutive_faults) +
-                  " consecutive faulty steps (non-finite gradients skipped or guard restores) reached the budget of " +
+                  " consecutive faulty steps (non-finite gradients skipped or guard restores) "
+                  "reached the budget of " +
                   std::to_string(config.fault_budget) + "; see " + dir + "fault_report.json");
     }
 
@@ -406,17 +433,21 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
     std::vector<io::Section> sections = trainer.state();
     sections.push_back({"settings", identity(config).dump()});
     sections.push_back(pod("data_fingerprint", data_fingerprint));
-    sections.push_back(pod("run", RunState{result.best_sharpe, static_cast<std::int64_t>(result.best_epoch),
-                                           static_cast<std::int64_t>(since_best), static_cast<std::int64_t>(epoch)}));
-    sections.push_back({"best_parameters", std::string(reinterpret_cast<const char*>(best_parameters.data()),
-                                                       best_parameters.size() * sizeof(float))});
+    sections.push_back(pod(
+        "run", RunState{result.best_sharpe, static_cast<std::int64_t>(result.best_epoch),
+                        static_cast<std::int64_t>(since_best), static_cast<std::int64_t>(epoch)}));
+    sections.push_back(
+        {"best_parameters", std::string(reinterpret_cast<const char*>(best_parameters.data()),
+                                        best_parameters.size() * sizeof(float))});
     sections.push_back(pod("best_metrics", result.best));
     sections.push_back({"metrics.jsonl", metrics_text});
     sections.push_back({"timings.jsonl", timings_text});
     io::write_sections(dir + "checkpoint-" + std::to_string(epoch) + ".dqnckpt", sections);
-    if (improved) io::write_sections(dir + "best.dqnckpt", sections);
+    if (improved)
+      io::write_sections(dir + "best.dqnckpt", sections);
     const std::vector<std::string> kept = checkpoint_paths(config.out);
-    for (std::size_t i = config.checkpoints; i < kept.size(); ++i) std::filesystem::remove(kept[i], error);
+    for (std::size_t i = config.checkpoints; i < kept.size(); ++i)
+      std::filesystem::remove(kept[i], error);
 
     if (!improved && config.patience > 0 && since_best >= config.patience) {
       log << "stopping early: no better validation Sharpe for " << config.patience << " epochs\n";
@@ -428,8 +459,8 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
   last.info = {{"epoch", result.epochs}};
   io::write_policy(dir + "last.dqnpolicy", last);
   io::write_file_atomically(dir + "final_metrics.json", io::to_json(result.best).dump(2) + "\n");
-  log << "best validation Sharpe " << fixed(result.best_sharpe, 3) << " at epoch " << result.best_epoch << "; run in "
-      << config.out << "\n";
+  log << "best validation Sharpe " << fixed(result.best_sharpe, 3) << " at epoch "
+      << result.best_epoch << "; run in " << config.out << "\n";
   return result;
 }
 

@@ -1,8 +1,8 @@
 // A whole training run: data, the trainer, the epoch loop with early stopping, checkpoints,
 // and the run directory:
 //   config.json               every effective setting
-//   metrics.jsonl             one record per epoch (deterministic: the same seed gives the same file)
-//   timings.jsonl             the epoch's training and validation seconds
+//   metrics.jsonl             one record per epoch (deterministic: the same seed gives the same
+//   file) timings.jsonl             the epoch's training and validation seconds
 //   checkpoint-<E>.dqnckpt    the state after epoch E (the last `checkpoints` are kept)
 //   best.dqnckpt              the state after the best epoch
 //   best.dqnpolicy            the parameters with the best validation Sharpe so far
@@ -32,14 +32,15 @@ struct RunResult {
 
 struct ResumeOptions {
   bool resume = false;  // continue from the newest valid checkpoint in config.out
-  bool force = false;   // even when settings or data differ from the checkpoint's (says what differs)
+  bool force =
+      false;  // even when settings or data differ from the checkpoint's (says what differs)
 };
 
 /// The bars a run learns and validates on, as its settings say (the data file or the built-in
 /// market; the separate validation file, if any).
 struct RunData {
   data::Bars bars;
-  data::Bars validation;  // empty without val_data
+  data::Bars validation;          // empty without val_data
   std::uint64_t fingerprint = 0;  // of both, as checkpoints record it
 
   const data::Bars* separate_validation() const {
