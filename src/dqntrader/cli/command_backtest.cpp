@@ -5,6 +5,7 @@
 
 #include "dqntrader/cli/commands.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/transfer.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/data/timestamp.hpp"
@@ -111,14 +112,7 @@ Command add_backtest(CLI::App& app) {
       window = eval::BarRange{policy.features.warmup(), bars.size()};
       eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,
                                         config);
-      Kokkos::View<float*, DeviceMemory> parameters(
-          Kokkos::view_alloc(space, std::string("dqntrader::cli::parameters")),
-          policy.parameters.size());
-      Kokkos::deep_copy(
-          space, parameters,
-          Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-              policy.parameters.data(), policy.parameters.size()));
-      metrics = evaluator.evaluate(parameters);
+      metrics = evaluator.evaluate(upload(space, policy.parameters, "dqntrader::cli::parameters"));
       what = options->weights;
     } else {
       const eval::BuiltinPolicy builtin = eval::parse_builtin_policy(options->policy);
@@ -127,14 +121,8 @@ Command add_backtest(CLI::App& app) {
         throw InputError(options->data, 0, 0, "a backtest needs at least 2 bars");
       eval::validate(config);
       window = eval::BarRange{0, bars.size()};
-      Kokkos::View<double*, DeviceMemory> close(
-          Kokkos::view_alloc(space, std::string("dqntrader::cli::close")), bars.size());
-      Kokkos::View<double*, DeviceMemory> ofi(
-          Kokkos::view_alloc(space, std::string("dqntrader::cli::ofi")), bars.ofi.size());
-      using HostVector =
-          Kokkos::View<const double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-      Kokkos::deep_copy(space, close, HostVector(bars.close.data(), bars.close.size()));
-      Kokkos::deep_copy(space, ofi, HostVector(bars.ofi.data(), bars.ofi.size()));
+      const auto close = upload(space, bars.close, "dqntrader::cli::close");
+      const auto ofi = upload(space, bars.ofi, "dqntrader::cli::ofi");
       const auto path = eval::builtin_path(space, builtin, ofi, window, config);
       eval::PathEvaluator evaluator(space, close, config, window.returns());
       metrics = evaluator.evaluate(window.begin, path);

@@ -6,6 +6,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/transfer.hpp"
 
 namespace dqntrader::data {
 
@@ -89,18 +90,6 @@ void check_features_available(const FeatureSpec& spec, const Bars& bars, std::si
 }
 
 namespace {
-
-template <class T>
-Kokkos::View<T*, DeviceMemory> upload(const ExecSpace& space, const std::vector<T>& values,
-                                      const std::string& label) {
-  Kokkos::View<T*, DeviceMemory> device(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label), values.size());
-  Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
-      values.data(), values.size());
-  Kokkos::deep_copy(space, device, host);
-  compat::fence(space, "dqntrader::data::upload: the host vector may go away after return");
-  return device;
-}
 
 // Sums of every column of x over rows [begin, end): of x, or of (x - mean)^2.
 struct ColumnSums {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/transfer.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
@@ -92,17 +93,6 @@ std::vector<EpochPoint> read_epochs(const std::string& dir) {
   if (epochs.empty())
     throw InputError(metrics, 0, 0, "no epochs recorded");
   return epochs;
-}
-
-template <class T>
-Kokkos::View<T*, DeviceMemory> upload(const ExecSpace& space, const std::vector<T>& host,
-                                      const char* label) {
-  Kokkos::View<T*, DeviceMemory> device(Kokkos::view_alloc(space, std::string(label)), host.size());
-  Kokkos::deep_copy(
-      space, device,
-      Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-          host.data(), host.size()));
-  return device;
 }
 
 }  // namespace

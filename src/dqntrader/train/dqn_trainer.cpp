@@ -10,6 +10,7 @@
 #include "backends/execution.hpp"
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/transfer.hpp"
 #include "dqntrader/env/states.hpp"
 #include "dqntrader/env/trading_env.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
@@ -298,12 +299,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) override {
-    Kokkos::View<float*, DeviceMemory> device(
-        Kokkos::view_alloc(m_space, std::string("dqntrader::train::validate")), parameters.size());
-    Kokkos::deep_copy(
-        m_space, device,
-        Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-            parameters.data(), parameters.size()));
+    const auto device = upload(m_space, parameters, "dqntrader::train::validate");
     return m_windows.size() == 1 ? std::vector<eval::WindowMetrics>{m_evaluator->evaluate(device)}
                                  : m_evaluator->walk_forward(device, m_windows);
   }
