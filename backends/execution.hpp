@@ -5,6 +5,7 @@
 // StreamSpace is the default instance and CapturedWork simply runs the work again.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 
@@ -42,6 +43,10 @@ class CapturedWork {
   void replay(const ExecSpace& space) const;
 
   bool captured() const;
+
+  /// Kernels in the recording (the CUDA graph's kernel nodes, matrix products' included);
+  /// 0 before capture and on OpenMP, where nothing is recorded.
+  std::size_t kernels() const;
 
  private:
   struct Impl;

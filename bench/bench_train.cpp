@@ -6,7 +6,7 @@
 //   EPOCH-CPU  the 2-core scale: hidden 256-256, batch 256, 200 steps, 100,000 validation bars.
 // Reports the epoch time split into training and validation, steps per second and the
 // time of one step (environment step, sampling, learning step and the periodic guard,
-// vaccine and probe work, amortised).
+// vaccine and probe work, amortised) and, graphed, the kernels a recorded step holds.
 #include <benchmark/benchmark.h>
 #include <Kokkos_Core.hpp>
 
@@ -75,6 +75,7 @@ void run_epochs(benchmark::State& state, const Workload& w, std::size_t graph_st
   state.counters["validation_s"] = validation_seconds / epochs;
   state.counters["steps/s"] = static_cast<double>(w.steps) * epochs / train_seconds;
   state.counters["step_us"] = 1e6 * train_seconds / (static_cast<double>(w.steps) * epochs);
+  state.counters["kernels/step"] = trainer.recorded_kernels_per_step();
   state.SetLabel(to_string(config.precision));
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -253,7 +254,8 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   set(batch.return_n, {0.5, -1.0});
   set(batch.discount, {0.9, 0.81});
   Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
-  train::td_loss(space, q_online, q_target, batch, 1.0, dq, sums);
+  Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
+  train::td_loss(space, q_online, q_target, batch, 1.0, dq, sums, totals);
   // Sample 0: online picks action 1 at s' (0.9), target gives 0.25: y = 0.5 + 0.9 * 0.25
   // = 0.725; Q(s, 1) = 1.0: d = 0.275, huber = d^2 / 2, gradient d / 2 on action 1.
   // Sample 1: online picks action 0 at s' (1.5), target gives 0.75: y = -1 + 0.81 * 0.75
@@ -268,6 +270,20 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   EXPECT_NEAR(s().loss, 0.5 * 0.275 * 0.275 + (1.3925 - 0.5), 1e-6);
   EXPECT_NEAR(s().q, 2.0, 1e-6);
   EXPECT_EQ(s().finite, 1.0);
+  // The running totals hold the batch's sums; a second batch adds to them.
+  auto t = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), totals);
+  EXPECT_EQ(t().loss, s().loss);
+  EXPECT_EQ(t().q, s().q);
+  EXPECT_EQ(t().batches, 1.0);
+  train::td_loss(space, q_online, q_target, batch, 1.0, dq, sums, totals);
+  Kokkos::deep_copy(t, totals);
+  EXPECT_EQ(t().loss, 2 * s().loss);
+  EXPECT_EQ(t().batches, 2.0);
+  // A non-finite return makes the batch non-finite.
+  set(batch.return_n, {std::numeric_limits<double>::quiet_NaN(), -1.0});
+  train::td_loss(space, q_online, q_target, batch, 1.0, dq, sums, totals);
+  Kokkos::deep_copy(s, sums);
+  EXPECT_EQ(s().finite, 0.0);
 }
 
 // --- replay: n-step sampling, wrap-around, reproducibility, uniformity -------------------------
@@ -587,6 +603,12 @@ TEST(TrainingGraph, ReplayedCyclesEqualStepByStepBitwise) {
     trainer.run_epoch();
     reports[graphs] = trainer.run_epoch();
     parameters[graphs] = trainer.parameters();
+    // Only CUDA records kernels; a step is at least the products of a forward pass.
+    if (graphs && std::string(gemm::backend_name()) == "cuda") {
+      EXPECT_GE(trainer.recorded_kernels_per_step(), config.hidden.size() + 1.0);
+    } else {
+      EXPECT_EQ(trainer.recorded_kernels_per_step(), 0.0);
+    }
   }
   EXPECT_EQ(parameters[0], parameters[1]);
   EXPECT_EQ(reports[0].loss, reports[1].loss);

@@ -2,6 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include <optional>
+#include <vector>
 
 #include "../execution.hpp"
 #include "cuda_check.hpp"
@@ -83,6 +84,23 @@ void CapturedWork::replay(const ExecSpace& space) const {
 
 bool CapturedWork::captured() const {
   return m_impl->instance != nullptr;
+}
+
+std::size_t CapturedWork::kernels() const {
+  if (m_impl->graph == nullptr)
+    return 0;
+  std::size_t count = 0;
+  DQNTRADER_CUDA(cudaGraphGetNodes(m_impl->graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  DQNTRADER_CUDA(cudaGraphGetNodes(m_impl->graph, nodes.data(), &count));
+  std::size_t kernels = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    DQNTRADER_CUDA(cudaGraphNodeGetType(node, &type));
+    if (type == cudaGraphNodeTypeKernel)
+      ++kernels;
+  }
+  return kernels;
 }
 
 }  // namespace dqntrader::exec

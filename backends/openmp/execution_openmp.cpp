@@ -36,4 +36,8 @@ bool CapturedWork::captured() const {
   return static_cast<bool>(m_impl->work);
 }
 
+std::size_t CapturedWork::kernels() const {
+  return 0;
+}
+
 }  // namespace dqntrader::exec

@@ -4,7 +4,7 @@
 # the CUDA variant (only DQNTRADER_BUILD_TARGET when set), then runs the steps named
 # (default: all of them). Logs go to $OUT.
 #   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer] [train] [train-peer] [sanitizer]
-#                                [racecheck]
+#                                [racecheck] [profile] [compare]
 set -uo pipefail
 steps=${*:-test gemm eval eval-peer train train-peer}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -12,6 +12,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/out}
 mkdir -p "$out"
+runs=$(mktemp -d)  # run directories of the steps below: only logs go to $out
 export PATH=/usr/local/cuda/bin:$PATH
 jobs=$(nproc)
 {
@@ -29,7 +30,7 @@ export KOKKOS_PREFIX=$prefix
 
 start=$SECONDS
 cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix;$root/.carry/debroot/usr" \
-  -DDQNTRADER_EXPECT_KOKKOS_VERSION=30401 >"$out/configure.log" 2>&1 ||
+  -DDQNTRADER_EXPECT_KOKKOS_VERSION=30401 -DCMAKE_CXX_FLAGS=-lineinfo >"$out/configure.log" 2>&1 ||
   { tail -n 60 "$out/configure.log"; exit 1; }
 cmake --build --preset cuda -j "$jobs" ${DQNTRADER_BUILD_TARGET:+--target "$DQNTRADER_BUILD_TARGET"} \
   >"$out/build.log" 2>&1 ||
@@ -88,7 +89,22 @@ if want racecheck; then
   echo "racecheck backtest exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-backtest.log"
   timeout 70 compute-sanitizer --tool racecheck --error-exitcode 9 "$dqn" train \
     --synth-bars 1200 --epochs 1 --steps-per-epoch 2 --learning-starts 64 --hidden 8 \
-    --probe-interval 0 --out "$out/racecheck-run" >"$out/racecheck-train.log" 2>&1
+    --probe-interval 0 --out "$runs/racecheck-run" >"$out/racecheck-train.log" 2>&1
   echo "racecheck train exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-train.log"
+fi
+if want compare; then
+  # dqntrader and the PyTorch peers side by side, three runs each, one table.
+  python3 bench/compare.py --build build/cuda --runs 3 2>&1 | tee "$out/compare.md"
+fi
+if want profile; then
+  # Every kernel of about 25 training steps at the EPOCH shape (launched one by one), timed
+  # alone by Nsight Compute: which kernels a step is made of and what each costs.
+  dqn=build/cuda/dqntrader
+  timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --print-kernel-base demangled --csv --launch-skip 1500 --launch-count 1000 "$dqn" train \
+    --synth-bars 40000 --hidden 512,512,512 --batch-size 1024 --environments 256 \
+    --return-window 56 --learning-starts 1024 --target-update 1000 --steps-per-epoch 100 \
+    --epochs 1 --out "$runs/profile-run" >"$out/profile.csv" 2>"$out/profile.err"
+  echo "profile exit $?"; wc -l "$out/profile.csv"
 fi
 exit $status

@@ -1,6 +1,7 @@
 #include "dqntrader/nn/adam.hpp"
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/team_sum.hpp"
 
 namespace dqntrader::nn {
 
@@ -15,35 +16,93 @@ Schedule parse_schedule(const std::string& name) {
                    "' (expected constant, linear or cosine)");
 }
 
-Adam::Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& settings)
-    : m_settings(settings),
-      m_m(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_m")), parameters),
-      m_v(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_v")), parameters),
-      m_counters(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_counters"))),
-      m_norm2(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_norm2"))) {
-  Kokkos::deep_copy(space, m_counters, AdamCounters{0, 0, 0, 0, 1.0, 1.0});
-}
-
 float Adam::learning_rate(std::int64_t calls) const {
   return scheduled_rate(m_settings.schedule, m_settings.learning_rate, m_settings.final_fraction,
                         calls, m_settings.schedule_steps);
 }
 
+namespace {
+
+using Policy = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Policy::member_type;
+using Scratch = Kokkos::View<double*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+
+// Blocks of the gradient whose squared sums the norm adds: a fixed count, so that the sum
+// is taken in the same order at every thread count.
+constexpr int kNormBlocks = 512;
+
+}  // namespace
+
+Adam::Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& settings)
+    : m_settings(settings),
+      m_m(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_m")), parameters),
+      m_v(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_v")), parameters),
+      m_counters(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_counters"))),
+      m_norm2(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_norm2"))),
+      m_norm_blocks(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_norm_blocks")),
+                    kNormBlocks),
+      m_arrivals(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_arrivals"))) {
+  Kokkos::deep_copy(space, m_counters, AdamCounters{0, 0, 0, 0, 1.0, 1.0});
+}
+
+// Two kernels. The first takes the squared sums of kNormBlocks blocks of the gradient, one
+// team each; the team that arrives last adds them (its threads in a fixed pattern, then the
+// tree), stores the squared norm and advances the counters (a non-finite norm skips the
+// step). The second updates, reading the counters as they stand after this step.
 template <class T>
 void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& parameters,
                 const Kokkos::View<const float*, DeviceMemory>& grads,
                 const Kokkos::View<T*, DeviceMemory>& working) {
   const std::size_t n = parameters.extent(0);
-  Kokkos::parallel_reduce(
-      "dqntrader::nn::adam_norm", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const std::size_t i, double& sum) {
-        sum += static_cast<double>(grads(i)) * grads(i);
-      },
-      m_norm2);
+  const std::size_t block = (n + kNormBlocks - 1) / kNormBlocks;
+  const auto blocks = m_norm_blocks;
+  const auto arrivals = m_arrivals;
   const AdamSettings s = m_settings;
   const auto m = m_m, v = m_v;
   const auto counters = m_counters;
   const auto norm2 = m_norm2;
+  const double beta1 = s.beta1, beta2 = s.beta2;
+  const int team = tree_sum_team_size();
+  Policy policy(space, kNormBlocks, team);
+  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(team)));
+  Kokkos::parallel_for(
+      "dqntrader::nn::adam_norm", policy, KOKKOS_LAMBDA(const Member& member) {
+        const int size = member.team_size(), rank = member.team_rank();
+        const Scratch partial(member.team_scratch(0), size);
+        const std::size_t first = static_cast<std::size_t>(member.league_rank()) * block;
+        const std::size_t last = first + block < n ? first + block : n;
+        double sum = 0.0;
+        for (std::size_t i = first + static_cast<std::size_t>(rank); i < last;
+             i += static_cast<std::size_t>(size))
+          sum += static_cast<double>(grads(i)) * grads(i);
+        partial(rank) = sum;
+        team_tree_sum(member, partial, 1);
+        if (rank == 0)
+          blocks(member.league_rank()) = partial(0);
+        if (!last_to_arrive(member, &arrivals(), kNormBlocks))
+          return;
+        const volatile double* const sums = blocks.data();
+        double mine = 0.0;
+        for (int b = rank; b < kNormBlocks; b += size)
+          mine += sums[b];
+        partial(rank) = mine;
+        team_tree_sum(member, partial, 1);
+        if (rank != 0)
+          return;
+        const double squared = partial(0);
+        norm2() = squared;
+        AdamCounters& c = counters();
+        c.calls += 1;
+        if (squared <= compat::max_double) {
+          c.applied += 1;
+          c.consecutive = 0;
+          c.beta1_power *= beta1;
+          c.beta2_power *= beta2;
+        } else {
+          c.skipped += 1;
+          c.consecutive += 1;
+        }
+      });
   const bool write_working = working.extent(0) == n;
   Kokkos::parallel_for(
       "dqntrader::nn::adam_update", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
@@ -56,38 +115,23 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
                                 ? static_cast<float>(s.clip_norm / norm)
                                 : 1.0f;
         const AdamCounters c = counters();
-        const float rate = scheduled_rate(s.schedule, s.learning_rate, s.final_fraction, c.calls,
-                                          s.schedule_steps);
+        // The schedule's position before this step; the bias correction of this step,
+        // t = applied: 1 - beta^t.
+        const float rate = scheduled_rate(s.schedule, s.learning_rate, s.final_fraction,
+                                          c.calls - 1, s.schedule_steps);
         const float g = grads(i) * scale;
         const float mi = s.beta1 * m(i) + (1.0f - s.beta1) * g;
         const float vi = s.beta2 * v(i) + (1.0f - s.beta2) * g * g;
         m(i) = mi;
         v(i) = vi;
-        // The bias correction of step t = applied + 1: 1 - beta^t.
-        const float m_hat = mi / static_cast<float>(1.0 - c.beta1_power * s.beta1);
-        const float v_hat = vi / static_cast<float>(1.0 - c.beta2_power * s.beta2);
+        const float m_hat = mi / static_cast<float>(1.0 - c.beta1_power);
+        const float v_hat = vi / static_cast<float>(1.0 - c.beta2_power);
         const float p = parameters(i);
         const float updated =
             p - rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p);
         parameters(i) = updated;
         if (write_working)
           store(working(i), updated);
-      });
-  const double beta1 = s.beta1, beta2 = s.beta2;
-  Kokkos::parallel_for(
-      "dqntrader::nn::adam_count", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
-      KOKKOS_LAMBDA(const int) {
-        AdamCounters& c = counters();
-        c.calls += 1;
-        if (norm2() <= compat::max_double) {
-          c.applied += 1;
-          c.consecutive = 0;
-          c.beta1_power *= beta1;
-          c.beta2_power *= beta2;
-        } else {
-          c.skipped += 1;
-          c.consecutive += 1;
-        }
       });
 }
 

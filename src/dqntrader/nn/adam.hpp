@@ -63,6 +63,8 @@ class Adam {
   Kokkos::View<float*, DeviceMemory> m_m, m_v;
   Kokkos::View<AdamCounters, DeviceMemory> m_counters;
   Kokkos::View<double, DeviceMemory> m_norm2;
+  Kokkos::View<double*, DeviceMemory> m_norm_blocks;  // squared sums of the gradient's blocks
+  Kokkos::View<int, DeviceMemory> m_arrivals;         // blocks summed so far in this step
 };
 
 /// The learning rate of a schedule after `calls` of `steps` steps (device and host alike).

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "dqntrader/core/error.hpp"
-#include "dqntrader/core/for_each_cell.hpp"
+#include "dqntrader/core/team_sum.hpp"
 
 namespace dqntrader::nn {
 
@@ -59,49 +59,86 @@ void dueling_backward(const ExecSpace& space, const Matrix<const float>& dq,
       });
 }
 
-// bias_grad[j] = sum over rows of x[r][j] (float accumulation, a fixed order per column).
-template <class T>
-void column_sums(const ExecSpace& space, const Matrix<const T>& x, std::size_t rows,
-                 float* bias_grad) {
-  using Member = Kokkos::TeamPolicy<ExecSpace>::member_type;
+// One pass over a layer's output gradient: y = x, zeroed where h <= 0 when h is given (the
+// ReLU's derivative), stored in y when y is given (in place when y is x), and the bias
+// gradient bias_grad[j] = sum over rows of y[r][j]. A team takes kColumns adjacent columns
+// (neighbouring threads read neighbouring addresses) of one of kRowChunks chunks of rows;
+// its kGroups thread groups take every kGroups-th row of the chunk, kBatch rows at a time
+// (loaded before any is stored, so that the loads overlap). The team's sums go to
+// partials(chunk, column); the last team of a column tile adds its kRowChunks chunks in
+// order: the same sum, in the same order, on every backend and at every thread count.
+constexpr int kColumns = 32, kGroups = 16, kRowChunks = 8, kBatch = 8;
+
+template <class TX, class TH, class TY>
+void masked_column_sums(const ExecSpace& space, const Matrix<const TX>& x,
+                        const Matrix<const TH>& h, const Matrix<TY>& y, std::size_t rows,
+                        float* bias_grad, const Matrix<float>& partials,
+                        const Kokkos::View<int*, DeviceMemory>& arrivals) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = Policy::member_type;
+  using Scratch = Kokkos::View<float*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   const std::size_t cols = x.extent(1);
+  const bool masked = h.extent(0) > 0, write = y.extent(0) > 0;
 #if defined(DQNTRADER_BACKEND_CUDA)
-  const int team = 128;
+  const int team = kColumns * kGroups;
 #else
   const int team = 1;
 #endif
+  const std::size_t tiles = (cols + kColumns - 1) / kColumns;
+  const std::size_t chunk = (rows + kRowChunks - 1) / kRowChunks;
+  Policy policy(space, static_cast<int>(tiles * kRowChunks), team);
+  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(kColumns * kGroups)));
   Kokkos::parallel_for(
-      "dqntrader::nn::column_sums",
-      Kokkos::TeamPolicy<ExecSpace>(space, static_cast<int>(cols), team),
-      KOKKOS_LAMBDA(const Member& member) {
-        const std::size_t j = static_cast<std::size_t>(member.league_rank());
-        float sum = 0.0f;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(member, rows),
-            [&](const std::size_t r, float& partial) { partial += to_float(x(r, j)); }, sum);
-        Kokkos::single(Kokkos::PerTeam(member), [&]() { bias_grad[j] = sum; });
+      "dqntrader::nn::masked_column_sums", policy, KOKKOS_LAMBDA(const Member& member) {
+        const Scratch partial(member.team_scratch(0), kColumns * kGroups);
+        const std::size_t tile = static_cast<std::size_t>(member.league_rank()) / kRowChunks;
+        const std::size_t part = static_cast<std::size_t>(member.league_rank()) % kRowChunks;
+        const std::size_t first = tile * kColumns, begin = part * chunk;
+        const std::size_t end = begin + chunk < rows ? begin + chunk : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kColumns * kGroups), [&](const int t) {
+          const std::size_t j = first + static_cast<std::size_t>(t % kColumns);
+          float sum = 0.0f;
+          if (j < cols) {
+            for (std::size_t r0 = begin + static_cast<std::size_t>(t / kColumns); r0 < end;
+                 r0 += kGroups * kBatch) {
+              float value[kBatch];
+              for (int k = 0; k < kBatch; ++k) {
+                const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
+                value[k] = r < end ? to_float(x(r, j)) : 0.0f;
+                if (masked && r < end && !(to_float(h(r, j)) > 0.0f))
+                  value[k] = 0.0f;
+              }
+              for (int k = 0; k < kBatch; ++k) {
+                const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
+                if (write && r < end)
+                  store(y(r, j), value[k]);
+                sum += value[k];
+              }
+            }
+          }
+          partial(t) = sum;
+        });
+        member.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kColumns), [&](const int c) {
+          float sum = 0.0f;
+          for (int g = 0; g < kGroups; ++g)
+            sum += partial(g * kColumns + c);
+          if (first + c < cols)
+            partials(part, first + c) = sum;
+        });
+        if (!last_to_arrive(member, &arrivals(tile), kRowChunks))
+          return;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kColumns), [&](const int c) {
+          const std::size_t j = first + static_cast<std::size_t>(c);
+          if (j >= cols)
+            return;
+          const volatile float* const column = partials.data() + j;
+          float sum = 0.0f;
+          for (int p = 0; p < kRowChunks; ++p)
+            sum += column[p * partials.extent(1)];
+          bias_grad[j] = sum;
+        });
       });
-}
-
-// dz = dh * (h > 0) in place, and the bias gradient: its column sums.
-template <class T>
-void relu_backward(const ExecSpace& space, const Matrix<const T>& h, const Matrix<T>& dh,
-                   std::size_t rows, float* bias_grad) {
-  for_each_cell(
-      "dqntrader::nn::relu_mask", space, rows, dh.extent(1),
-      KOKKOS_LAMBDA(const std::size_t r, const std::size_t j) {
-        if (!(to_float(h(r, j)) > 0.0f))
-          store(dh(r, j), 0.0f);
-      });
-  column_sums(space, Matrix<const T>(dh.data(), rows, dh.extent(1)), rows, bias_grad);
-}
-
-template <class T>
-void convert(const ExecSpace& space, const Matrix<const float>& from, const Matrix<T>& to,
-             std::size_t rows) {
-  for_each_cell(
-      "dqntrader::nn::convert", space, rows, from.extent(1),
-      KOKKOS_LAMBDA(const std::size_t r, const std::size_t j) { store(to(r, j), from(r, j)); });
 }
 
 }  // namespace
@@ -131,6 +168,12 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
       Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::grad_a")), max_rows, widest);
   m_grad_b =
       Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::grad_b")), max_rows, widest);
+  widest = std::max(widest, m_head_width);
+  m_column_partials = Matrix<float>(
+      Kokkos::view_alloc(space, std::string("dqntrader::nn::column_partials")), kRowChunks, widest);
+  m_column_arrivals = Kokkos::View<int*, DeviceMemory>(
+      Kokkos::view_alloc(space, std::string("dqntrader::nn::column_arrivals")),
+      (widest + kColumns - 1) / kColumns);
 }
 
 template <class T>
@@ -193,12 +236,16 @@ void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, const Matrix<
     dueling_backward(space, dq, first_rows(m_head_grad, rows), rows);
     d_out = first_rows(m_head_grad, rows);
   }
-  column_sums(space, d_out, rows, grads.data() + m_layout.bias(head).offset);
+  // The head's bias gradient, and d_out in the compute type for the products.
   Matrix<const T> d_out_t;
+  float* const head_bias_grad = grads.data() + m_layout.bias(head).offset;
   if constexpr (std::is_same<T, float>::value) {
+    masked_column_sums(space, d_out, Matrix<const T>(), Matrix<float>(), rows, head_bias_grad,
+                       m_column_partials, m_column_arrivals);
     d_out_t = d_out;
   } else {
-    convert(space, d_out, first_rows(m_head_grad_t, rows), rows);
+    masked_column_sums(space, d_out, Matrix<const T>(), first_rows(m_head_grad_t, rows), rows,
+                       head_bias_grad, m_column_partials, m_column_arrivals);
     d_out_t = first_rows(m_head_grad_t, rows);
   }
   Matrix<const T> last = first_rows(m_hidden[head - 1], rows);
@@ -209,8 +256,9 @@ void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, const Matrix<
   // dH_in = dZ W^T.
   T* spare = m_grad_b.data();
   for (std::size_t l = head; l-- > 0;) {
-    relu_backward(space, Matrix<const T>(first_rows(m_hidden[l], rows)), dh, rows,
-                  grads.data() + m_layout.bias(l).offset);
+    masked_column_sums(space, Matrix<const T>(dh), Matrix<const T>(first_rows(m_hidden[l], rows)),
+                       dh, rows, grads.data() + m_layout.bias(l).offset, m_column_partials,
+                       m_column_arrivals);
     const Matrix<const T> input =
         l == 0 ? first_rows(m_states, rows) : Matrix<const T>(first_rows(m_hidden[l - 1], rows));
     product(space, Op::transpose, Op::none, input, dh, grad_block(m_layout.weight(l)), {});

@@ -57,6 +57,8 @@ class Mlp {
   Matrix<float> m_head_grad;        // d loss / d head outputs
   Matrix<T> m_head_grad_t;          // the same in the compute type
   Matrix<T> m_grad_a, m_grad_b;     // activation gradients, ping-pong
+  Matrix<float> m_column_partials;  // bias gradients: partial sums per chunk of rows
+  Kokkos::View<int*, DeviceMemory> m_column_arrivals;  // chunks summed, per column tile
 };
 
 }  // namespace dqntrader::nn

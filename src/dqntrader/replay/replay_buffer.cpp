@@ -39,12 +39,16 @@ ReplayBuffer::ReplayBuffer(const ExecSpace& space, std::size_t capacity, std::si
       Kokkos::view_alloc(space, std::string("dqntrader::replay::last")), capacity);
 }
 
-void ReplayBuffer::advance(const ExecSpace& space) const {
+void ReplayBuffer::advance(const ExecSpace& space,
+                           const Kokkos::View<std::int64_t, DeviceMemory>& steps) const {
   const auto total = m_total;
   const std::int64_t step = static_cast<std::int64_t>(m_environments);
   Kokkos::parallel_for(
       "dqntrader::replay::advance", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
-      KOKKOS_LAMBDA(const int) { total() += step; });
+      KOKKOS_LAMBDA(const int) {
+        total() += step;
+        steps() += 1;
+      });
 }
 
 std::int64_t ReplayBuffer::first_sampleable(std::int64_t total) const {

@@ -47,8 +47,9 @@ class ReplayBuffer {
   /// Transitions written so far (device counter).
   Kokkos::View<std::int64_t, DeviceMemory> total() const { return m_total; }
 
-  /// Enqueues total += environments (after the environments wrote their step).
-  void advance(const ExecSpace& space) const;
+  /// Enqueues total += environments (after the environments wrote their step) and, in the
+  /// same kernel, steps += 1: the caller's device count of environment steps.
+  void advance(const ExecSpace& space, const Kokkos::View<std::int64_t, DeviceMemory>& steps) const;
 
   /// Draws batch.size() transitions uniformly among those whose n-step window is complete
   /// and still in the ring, with the counter-based generator: the draw-th use of seed (draw

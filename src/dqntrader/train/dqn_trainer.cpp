@@ -33,30 +33,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The epoch's sums, on the device, read once per epoch.
-struct EpochSums {
-  double loss, q, samples, learning_steps;
-};
-
-void accumulate(const ExecSpace& space, const Kokkos::View<EpochSums, DeviceMemory>& sums,
-                const Kokkos::View<const LossSums, DeviceMemory>& loss, double batch) {
-  Kokkos::parallel_for(
-      "dqntrader::train::accumulate", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
-      KOKKOS_LAMBDA(const int) {
-        EpochSums& s = sums();
-        s.loss += loss().loss;
-        s.q += loss().q;
-        s.samples += batch;
-        s.learning_steps += 1.0;
-      });
-}
-
-void count_step(const ExecSpace& space, const Kokkos::View<std::int64_t, DeviceMemory>& step) {
-  Kokkos::parallel_for(
-      "dqntrader::train::count_step", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
-      KOKKOS_LAMBDA(const int) { step() += 1; });
-}
-
 // target = tau * online + (1 - tau) * target, and its working copy.
 template <class T>
 void soft_update(const ExecSpace& space, const Kokkos::View<const float*, DeviceMemory>& online,
@@ -115,6 +91,7 @@ class DqnTrainer::Engine {
   virtual std::vector<io::Section> state() const = 0;
   virtual void restore(const std::vector<io::Section>& sections, const std::string& source) = 0;
   virtual void inject_fault(const std::string& kind) = 0;
+  virtual double recorded_kernels_per_step() const = 0;
 
   TrainConfig config;
   nn::NetworkSpec network;
@@ -205,7 +182,7 @@ class EngineImpl final : public DqnTrainer::Engine {
                                                train_begin, train_end, c.probe_batch, c.seed);
 
     const std::size_t probe_rows = m_probe->states().extent(0);
-    const std::size_t online_rows = std::max({2 * b, e, probe_rows});
+    const std::size_t online_rows = std::max(2 * b + e, probe_rows);
     m_online_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, online_rows);
     m_target_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, b);
 
@@ -223,14 +200,12 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_guard = std::make_unique<TrainingGuard>(space, p, c.guard_limit);
 
     m_batch = replay::Batch(space, b);
-    m_env_states = Matrix<T>(alloc("dqntrader::train::env_states"), e, s);
-    m_env_q = Matrix<float>(alloc("dqntrader::train::env_q"), e, a);
-    m_states = Matrix<T>(alloc("dqntrader::train::states"), 2 * b, s);
+    m_states = Matrix<T>(alloc("dqntrader::train::states"), 2 * b + e, s);
     m_q_online = Matrix<float>(alloc("dqntrader::train::q_online"), online_rows, a);
     m_q_target = Matrix<float>(alloc("dqntrader::train::q_target"), b, a);
     m_dq = Matrix<float>(alloc("dqntrader::train::dq"), b, a);
     m_loss = Kokkos::View<LossSums, DeviceMemory>(alloc("dqntrader::train::loss"));
-    m_sums = Kokkos::View<EpochSums, DeviceMemory>(alloc("dqntrader::train::epoch_sums"));
+    m_sums = Kokkos::View<LossTotals, DeviceMemory>(alloc("dqntrader::train::epoch_sums"));
     m_probe_sums = Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::probe_sums"),
                                                        m_probe->groups().size());
     m_step = Kokkos::View<std::int64_t, DeviceMemory>(alloc("dqntrader::train::step"));
@@ -251,8 +226,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   EpochReport run_epoch() override {
     const TrainConfig& c = config;
     const auto start = Clock::now();
-    for (std::size_t i = 0; i < c.steps_per_epoch; ++i)
-      step();
+    for (std::size_t done = 0; done < c.steps_per_epoch;)
+      done += advance(c.steps_per_epoch - done);  // recorded cycles where they fit
     // The one read-back of the epoch: sums and counters.
     auto sums = Kokkos::create_mirror_view(m_sums);
     auto adam = Kokkos::create_mirror_view(m_adam->counters());
@@ -270,8 +245,9 @@ class EngineImpl final : public DqnTrainer::Engine {
     r.steps = m_steps;
     r.learning_steps = m_learning_steps;
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    r.loss = sums().samples > 0 ? sums().loss / sums().samples : nan;
-    r.mean_q = sums().samples > 0 ? sums().q / sums().samples : nan;
+    const double samples = sums().batches * static_cast<double>(c.batch_size);
+    r.loss = samples > 0 ? sums().loss / samples : nan;
+    r.mean_q = samples > 0 ? sums().q / samples : nan;
     r.epsilon = env::epsilon_at(m_env->settings(), m_steps);
     r.learning_rate = m_adam->learning_rate(adam().calls);
     r.skipped = adam().skipped - m_skipped_before;
@@ -284,7 +260,7 @@ class EngineImpl final : public DqnTrainer::Engine {
       r.probe.push_back({m_probe->groups()[g], probes > 0 ? probe(g) / probes : nan});
     }
     r.train_seconds = train_seconds;
-    Kokkos::deep_copy(m_space, m_sums, EpochSums{0, 0, 0, 0});
+    Kokkos::deep_copy(m_space, m_sums, LossTotals{0, 0, 0});
     Kokkos::deep_copy(m_space, m_probe_sums, 0.0);
     m_probes_this_epoch = 0;
 
@@ -418,6 +394,12 @@ class EngineImpl final : public DqnTrainer::Engine {
     }
   }
 
+  double recorded_kernels_per_step() const override {
+    return config.graph_steps > 0
+               ? static_cast<double>(m_cycle.kernels()) / static_cast<double>(config.graph_steps)
+               : 0.0;
+  }
+
   std::vector<eval::WindowMetrics> validate_online() {
     if (m_windows.size() == 1)
       return {m_evaluator->evaluate_graphed(m_online)};
@@ -480,44 +462,59 @@ class EngineImpl final : public DqnTrainer::Engine {
       write_nan(m_space, m_close_mutable);  // every price from now on
       m_fault.clear();
     }
-    // The environments act and write their transitions.
-    env::assemble_states(m_space, Matrix<const T>(m_features), m_env->bars(), m_env->positions(), e,
-                         m_env_states);
-    m_online_net->forward(m_space, online_weights(), m_env_states, e, m_env_q);
-    m_env->step(m_space, m_env_q, *m_replay, m_step);
-    m_replay->advance(m_space);
-    ++m_steps;
     // Learning, once the replay holds enough complete n-step windows (the host knows the
-    // count: every step writes E transitions).
+    // count: every step writes E transitions), draws its batch first, so that one network
+    // pass evaluates the batch's states and the environments' (rows [2B, 2B + E)); then the
+    // environments act and write their transitions, and the learning step follows.
     const std::int64_t total = m_steps * static_cast<std::int64_t>(e);
     const bool ready = total >= static_cast<std::int64_t>(c.learning_starts) &&
                        m_replay->end_sampleable(total) > m_replay->first_sampleable(total);
+    const env::StateSource environments{m_env->bars(), m_env->positions()};
+    Matrix<const float> env_q;
+    if (ready) {
+      draw_batch();
+      env::assemble_states(m_space, Matrix<const T>(m_features),
+                           env::StateSources<3>{{{m_batch.bar, m_batch.position},
+                                                 {m_batch.next_bar, m_batch.next_position},
+                                                 environments}},
+                           m_states);
+      m_online_net->forward(m_space, online_weights(), m_states, 2 * b + e, m_q_online);
+      env_q = rows_of(Matrix<const float>(m_q_online), 2 * b, e);
+    } else {
+      env::assemble_states(m_space, Matrix<const T>(m_features), environments,
+                           rows_of(m_states, 0, e));
+      m_online_net->forward(m_space, online_weights(), m_states, e, m_q_online);
+      env_q = rows_of(Matrix<const float>(m_q_online), 0, e);
+    }
+    m_env->step(m_space, env_q, *m_replay, m_step);
+    m_replay->advance(m_space, m_step);  // and the step counter, which nothing after reads
+    ++m_steps;
     if (ready)
       learn(b);
-    count_step(m_space, m_step);
   }
 
-  void learn(std::size_t b) {
+  // The batch of this learning step: from the vaccine set every vaccine_interval-th step.
+  void draw_batch() {
     const TrainConfig& c = config;
-    ++m_learning_steps;
-    const bool vaccine = c.vaccine_interval > 0 &&
-                         m_learning_steps % static_cast<std::int64_t>(c.vaccine_interval) == 0;
-    if (vaccine) {
+    const std::int64_t learning_step = m_learning_steps + 1;
+    if (c.vaccine_interval > 0 &&
+        learning_step % static_cast<std::int64_t>(c.vaccine_interval) == 0) {
       m_vaccine->sample(m_space, c.seed, m_step, m_batch);
     } else {
       m_replay->sample(m_space, c.seed, m_step, m_batch);
     }
+  }
+
+  // The learning step on the batch drawn and evaluated by the online network in step().
+  void learn(std::size_t b) {
+    const TrainConfig& c = config;
+    ++m_learning_steps;
     if (m_fault == "batch")
       write_nan(m_space, m_batch.return_n, 1);
-    env::assemble_states(m_space, Matrix<const T>(m_features), m_batch.bar, m_batch.position, b,
-                         m_states);
-    env::assemble_states(m_space, Matrix<const T>(m_features), m_batch.next_bar,
-                         m_batch.next_position, b, m_states, b);
-    m_online_net->forward(m_space, online_weights(), m_states, 2 * b, m_q_online);
     m_target_net->forward(m_space, target_weights(), rows_of(Matrix<const T>(m_states), b, b), b,
                           m_q_target);
     td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b), m_q_target, m_batch,
-            c.huber_delta, m_dq, m_loss);
+            c.huber_delta, m_dq, m_loss, m_sums);
     m_online_net->backward(m_space, online_weights(), m_dq, b, m_grads);
     if (m_fault == "gradient")
       write_nan(m_space, m_grads, 1);
@@ -526,7 +523,6 @@ class EngineImpl final : public DqnTrainer::Engine {
       write_nan(m_space, m_online, 1);
     if (m_fault != "price")
       m_fault.clear();  // one-shot faults are spent
-    accumulate(m_space, m_sums, m_loss, static_cast<double>(b));
     if (c.tau > 0.0) {
       soft_update(m_space, Kokkos::View<const float*, DeviceMemory>(m_online), m_target,
                   m_target_working, static_cast<float>(c.tau));
@@ -569,10 +565,10 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
   std::vector<eval::BarRange> m_windows;
   replay::Batch m_batch;
-  Matrix<T> m_env_states, m_states;
-  Matrix<float> m_env_q, m_q_online, m_q_target, m_dq;
+  Matrix<T> m_states;  // [s; s'; the environments' states]
+  Matrix<float> m_q_online, m_q_target, m_dq;
   Kokkos::View<LossSums, DeviceMemory> m_loss;
-  Kokkos::View<EpochSums, DeviceMemory> m_sums;
+  Kokkos::View<LossTotals, DeviceMemory> m_sums;  // the epoch's, read once per epoch
   Kokkos::View<double*, DeviceMemory> m_probe_sums;
   Kokkos::View<std::int64_t, DeviceMemory> m_step;
   std::int64_t m_steps = 0, m_learning_steps = 0, m_skipped_before = 0, m_restores_before = 0;
@@ -645,6 +641,10 @@ void DqnTrainer::restore(const std::vector<io::Section>& sections, const std::st
 
 void DqnTrainer::inject_fault(const std::string& kind) {
   m_engine->inject_fault(kind);
+}
+
+double DqnTrainer::recorded_kernels_per_step() const {
+  return m_engine->recorded_kernels_per_step();
 }
 
 io::PolicyFile DqnTrainer::policy(const std::vector<float>& parameters) const {

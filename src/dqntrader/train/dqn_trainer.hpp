@@ -1,15 +1,18 @@
 // DQNTrainer: double DQN trained on the device, validated on the device.
 //
-// One step, in order on one execution space (one stream, no host round trip): the
-// environments act on the online network's Q-values and write their transitions into the
-// replay ring; then (once learning has started) a batch is drawn (from the vaccine set every
-// vaccine_interval-th step), states are rebuilt by index, the online network evaluates s and
-// s', the target network s', the fused TD kernel gives the Huber loss and dL/dQ, backward
-// fills the gradients, Adam (with clipping and its finite check) updates, the target follows
-// (hard every target_update steps or soft with tau), the guard checks every guard_interval
-// steps and the causal probe runs every probe_interval steps. Nothing is logged and nothing
-// is read back inside the loop: at the epoch's end one small struct of sums comes back and
-// the BacktestEvaluator validates the online network on the validation window.
+// One step, in order on one execution space (one stream, no host round trip): once learning
+// has started, a batch is drawn from the replay ring (from the vaccine set every
+// vaccine_interval-th step) and one kernel rebuilds by index the batch's states s and s' and
+// the environments' states; one pass of the online network evaluates all of them; the
+// environments act on their Q-values and write their transitions into the ring (before
+// learning starts, the pass covers the environments alone); then the target network
+// evaluates s', the fused TD kernel gives the Huber loss and dL/dQ, backward fills the
+// gradients, Adam (with clipping and its finite check) updates, the target follows (hard
+// every target_update steps or soft with tau), the guard checks every guard_interval steps
+// and the causal probe runs every probe_interval steps. A batch is drawn before the step's
+// own transitions enter the ring. Nothing is logged and nothing is read back inside the
+// loop: at the epoch's end one small struct of sums comes back and the BacktestEvaluator
+// validates the online network on the validation window.
 #pragma once
 
 #include <cstddef>
@@ -89,6 +92,11 @@ class DqnTrainer {
   /// sampled return), "gradient", "weight" (online parameter 0) or "price" (every close
   /// price from then on). InputError for another kind.
   void inject_fault(const std::string& kind);
+  /// Kernels per step in the recorded cycle of graph_steps steps (the vaccine, guard and
+  /// probe work amortised over the cycle); 0 before a cycle is recorded, without graphs and
+  /// on OpenMP, where nothing is recorded.
+  double recorded_kernels_per_step() const;
+
   /// A policy file of the given parameters, with this run's features and statistics.
   io::PolicyFile policy(const std::vector<float>& parameters) const;
 

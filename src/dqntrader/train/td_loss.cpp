@@ -1,46 +1,80 @@
 #include "dqntrader/train/td_loss.hpp"
 
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/team_sum.hpp"
 
 namespace dqntrader::train {
 
 namespace {
 
+using Policy = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Policy::member_type;
+using Scratch = Kokkos::View<double*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+
+// One team: each thread takes every n-th sample, kRows samples at a time (their loads
+// issued before the arithmetic, so that they overlap), then the tree adds the threads' sums
+// of the loss, of Q and of the non-finite count.
+constexpr int kRows = 4;
+
 struct TdLoss {
-  using value_type = LossSums;
   Matrix<const float> q_online, q_target;
   replay::Batch batch;
   double delta;
   Matrix<float> dq;
+  Kokkos::View<LossSums, DeviceMemory> sums;
+  Kokkos::View<LossTotals, DeviceMemory> totals;
 
-  KOKKOS_INLINE_FUNCTION void init(LossSums& s) const { s = LossSums{0.0, 0.0, 1.0}; }
-  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE LossSums& dst,
-                                   const DQNTRADER_JOIN_VOLATILE LossSums& src) const {
-    dst.loss += src.loss;
-    dst.q += src.q;
-    if (src.finite < dst.finite)
-      dst.finite = src.finite;
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, LossSums& s) const {
-    const std::size_t batch_size = dq.extent(0), actions = dq.extent(1), next = batch_size + i;
-    std::size_t best = 0;
-    for (std::size_t a = 1; a < actions; ++a) {
-      if (q_online(next, a) > q_online(next, best))
-        best = a;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    const int n = member.team_size(), t = member.team_rank();
+    const Scratch partial(member.team_scratch(0), 3 * n);
+    const std::size_t batch_size = dq.extent(0), actions = dq.extent(1);
+    double loss = 0.0, q_sum = 0.0, non_finite = 0.0;
+    for (std::size_t i0 = static_cast<std::size_t>(t); i0 < batch_size;
+         i0 += static_cast<std::size_t>(n) * kRows) {
+      std::size_t best[kRows], taken[kRows];
+      for (int k = 0; k < kRows; ++k) {
+        const std::size_t i = i0 + static_cast<std::size_t>(k) * n;
+        best[k] = 0;
+        taken[k] = 0;
+        if (i >= batch_size)
+          continue;
+        const std::size_t next = batch_size + i;
+        for (std::size_t a = 1; a < actions; ++a) {
+          if (q_online(next, a) > q_online(next, best[k]))
+            best[k] = a;
+        }
+        taken[k] = static_cast<std::size_t>(batch.action(i));
+      }
+      for (int k = 0; k < kRows; ++k) {
+        const std::size_t i = i0 + static_cast<std::size_t>(k) * n;
+        if (i >= batch_size)
+          continue;
+        const double target =
+            batch.return_n(i) + static_cast<double>(batch.discount(i)) * q_target(i, best[k]);
+        const double q = q_online(i, taken[k]);
+        const double d = q - target;
+        const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
+        for (std::size_t a = 0; a < actions; ++a) {
+          dq(i, a) =
+              a == taken[k] ? static_cast<float>(clipped / static_cast<double>(batch_size)) : 0.0f;
+        }
+        loss += huber(d, delta);
+        q_sum += q;
+        if (!(compat::kmath::fabs(d) <= compat::max_double))
+          non_finite += 1.0;
+      }
     }
-    const double target =
-        batch.return_n(i) + static_cast<double>(batch.discount(i)) * q_target(i, best);
-    const std::size_t taken = static_cast<std::size_t>(batch.action(i));
-    const double q = q_online(i, taken);
-    const double d = q - target;
-    const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
-    for (std::size_t a = 0; a < actions; ++a) {
-      dq(i, a) = a == taken ? static_cast<float>(clipped / static_cast<double>(batch_size)) : 0.0f;
+    partial(t) = loss;
+    partial(n + t) = q_sum;
+    partial(2 * n + t) = non_finite;
+    team_tree_sum(member, partial, 3);
+    if (t == 0) {
+      sums() = LossSums{partial(0), partial(n), partial(2 * n) == 0.0 ? 1.0 : 0.0};
+      LossTotals& total = totals();
+      total.loss += partial(0);
+      total.q += partial(n);
+      total.batches += 1.0;
     }
-    s.loss += huber(d, delta);
-    s.q += q;
-    if (!(compat::kmath::fabs(d) <= compat::max_double))
-      s.finite = 0.0;
   }
 };
 
@@ -48,10 +82,13 @@ struct TdLoss {
 
 void td_loss(const ExecSpace& space, const Matrix<const float>& q_online,
              const Matrix<const float>& q_target, const replay::Batch& batch, double huber_delta,
-             const Matrix<float>& dq, const Kokkos::View<LossSums, DeviceMemory>& sums) {
-  Kokkos::parallel_reduce("dqntrader::train::td_loss",
-                          Kokkos::RangePolicy<ExecSpace>(space, 0, dq.extent(0)),
-                          TdLoss{q_online, q_target, batch, huber_delta, dq}, sums);
+             const Matrix<float>& dq, const Kokkos::View<LossSums, DeviceMemory>& sums,
+             const Kokkos::View<LossTotals, DeviceMemory>& totals) {
+  const int team = tree_sum_team_size();
+  Policy policy(space, 1, team);
+  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(3 * team)));
+  Kokkos::parallel_for("dqntrader::train::td_loss", policy,
+                       TdLoss{q_online, q_target, batch, huber_delta, dq, sums, totals});
 }
 
 }  // namespace dqntrader::train

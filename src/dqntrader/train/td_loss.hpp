@@ -18,11 +18,20 @@ struct LossSums {
   double finite;  // 1 when every value was finite, else 0 (a minimum)
 };
 
-/// q_online: 2B rows, [0, B) for the states s and [B, 2B) for the next states s';
-/// q_target: B rows for s'. Writes dq (B rows) and the batch's sums into sums (device).
+/// Running sums over many batches (an epoch's).
+struct LossTotals {
+  double loss;     // sum of huber(d) over every sample
+  double q;        // sum of Q_online(s, a) over every sample
+  double batches;  // batches added
+};
+
+/// q_online: at least 2B rows, [0, B) for the states s and [B, 2B) for the next states s';
+/// q_target: B rows for s'. Writes dq (B rows) and the batch's sums into sums, and adds
+/// them to totals (all on the device). One kernel; the sums are taken in a fixed order.
 void td_loss(const ExecSpace& space, const Matrix<const float>& q_online,
              const Matrix<const float>& q_target, const replay::Batch& batch, double huber_delta,
-             const Matrix<float>& dq, const Kokkos::View<LossSums, DeviceMemory>& sums);
+             const Matrix<float>& dq, const Kokkos::View<LossSums, DeviceMemory>& sums,
+             const Kokkos::View<LossTotals, DeviceMemory>& totals);
 
 /// The same, for one sample, in plain arithmetic: the kernel's definition, for reuse.
 KOKKOS_INLINE_FUNCTION double huber(double d, double delta) {

@@ -1,0 +1,60 @@
+// Sums across the threads of one team, in a fixed order: the pairwise tree over the thread
+// ranks, the same on every run and every backend; and the last-arriving team of a kernel,
+// which adds the other teams' partial sums, so that a sum over many teams takes one kernel.
+// Kokkos' own team and range reductions combine in an order that depends on the launch;
+// these sums feed results that must repeat bit for bit (losses, gradient norms, bias
+// gradients).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+namespace dqntrader {
+
+/// values holds count rows of member.team_size() partial sums, row k at [k * n, (k + 1) * n)
+/// with n = team_size() a power of two; thread t has written entry t of each row. Every
+/// thread of the team calls this; on return values(k * n) holds row k's sum.
+template <class Member, class Values>
+KOKKOS_INLINE_FUNCTION void team_tree_sum(const Member& member, const Values& values, int count) {
+  const int n = member.team_size(), t = member.team_rank();
+  member.team_barrier();
+  for (int half = n / 2; half > 0; half /= 2) {
+    if (t < half) {
+      for (int k = 0; k < count; ++k)
+        values(k * n + t) += values(k * n + t + half);
+    }
+    member.team_barrier();
+  }
+}
+
+/// For sums over many teams of one kernel: each team, once it has written its partial sums
+/// to global memory, calls this (every thread of it); it returns true, in every thread of
+/// the team, for the one team that arrives last, which may then read every team's partial
+/// sums. counter (device memory, zero before the kernel) counts the teams that arrived out
+/// of teams; the last team puts it back to zero for the next launch.
+template <class Member>
+KOKKOS_INLINE_FUNCTION bool last_to_arrive(const Member& member, int* counter, int teams) {
+  Kokkos::memory_fence();  // this thread's partial sums are visible to every team
+  member.team_barrier();
+  int last = 0;
+  if (member.team_rank() == 0) {
+    last = Kokkos::atomic_fetch_add(counter, 1) == teams - 1 ? 1 : 0;
+    if (last)
+      *counter = 0;
+  }
+  member.team_broadcast(last, 0);
+  if (last)
+    Kokkos::memory_fence();  // nothing read below is older than the other teams' writes
+  return last != 0;
+}
+
+/// The team size these sums run with: a power of two that fills a CUDA block, one thread
+/// on the host (where a team is one thread).
+inline int tree_sum_team_size() {
+#if defined(DQNTRADER_BACKEND_CUDA)
+  return 256;
+#else
+  return 1;
+#endif
+}
+
+}  // namespace dqntrader
