@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/precision.hpp"
@@ -69,6 +70,20 @@ void gemm_batched(const ExecSpace& space, Op op_a, Op op_b, float alpha,
 void gemm_batched(const ExecSpace& space, Op op_a, Op op_b, float alpha,
                   const StridedBatch<const bf16>& a, const StridedBatch<const bf16>& b, float beta,
                   const StridedBatch<bf16>& c, const Epilogue<bf16>& epilogue = {});
+
+/// Strided batches with no transposes, alpha 1 and beta 0, in the arithmetic of the operands'
+/// type: bf16 operands in bf16, float operands at precision (fp32 or tf32). The one call of
+/// code templated on its compute type (the networks' passes).
+template <class T, class TC>
+void product_batched(const ExecSpace& space, Precision precision, const StridedBatch<const T>& a,
+                     const StridedBatch<const T>& b, const StridedBatch<TC>& c,
+                     const Epilogue<TC>& epilogue) {
+  if constexpr (std::is_same<T, bf16>::value) {
+    gemm_batched(space, Op::none, Op::none, 1.0f, a, b, 0.0f, c, epilogue);
+  } else {
+    gemm_batched(space, precision, Op::none, Op::none, 1.0f, a, b, 0.0f, c, epilogue);
+  }
+}
 
 /// n rounded up to the row width the backend's products run fastest with: a multiple of 8
 /// on CUDA (16-byte aligned rows for the tensor cores), n itself on OpenMP. Callers pad

@@ -83,15 +83,21 @@ double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
 
 class Backward : public ::testing::TestWithParam<bool> {};
 
+// A network of 5 features (state 8) with the given hidden widths.
+nn::NetworkSpec small_network(const std::vector<std::size_t>& hidden, bool dueling) {
+  nn::NetworkSpec spec;
+  spec.features = 5;
+  spec.hidden = hidden;
+  spec.dueling = dueling;
+  return spec;
+}
+
 TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   const bool dueling = GetParam();
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  nn::NetworkSpec spec;
-  spec.features = 5;
-  spec.hidden = {7, 6};
-  spec.dueling = dueling;
+  const nn::NetworkSpec spec = small_network({7, 6}, dueling);
   const nn::ParameterLayout layout(spec);
   const std::size_t rows = 9, state = spec.state_size();
   std::vector<float> parameters = nn::initial_parameters(layout, seed);
@@ -151,6 +157,65 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
 INSTANTIATE_TEST_SUITE_P(Dueling, Backward, ::testing::Values(false, true), [](const auto& info) {
   return std::string(info.param ? "dueling" : "plain");
 });
+
+// forward_pair: the online and a second weight set in one batched pass give what two
+// separate passes give, and backward then sees the online network's activations.
+class Pair : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const nn::NetworkSpec spec = small_network({16, 8}, GetParam());
+  const nn::ParameterLayout layout(spec);
+  const std::size_t rows = 11, state = spec.state_size(), p = layout.size();
+  const std::size_t offset = (p + 31) / 32 * 32;
+  std::vector<float> both(2 * offset, 0.0f);
+  const std::vector<float> online = nn::initial_parameters(layout, seed);
+  const std::vector<float> target = nn::initial_parameters(layout, seed + 1);
+  std::copy(online.begin(), online.end(), both.begin());
+  std::copy(target.begin(), target.end(), both.begin() + static_cast<std::ptrdiff_t>(offset));
+  const auto parameters = upload(both);
+  const Kokkos::View<const float*, DeviceMemory> online_view(parameters.data(), p);
+  const Kokkos::View<const float*, DeviceMemory> target_view(parameters.data() + offset, p);
+
+  const ExecSpace space;
+  const std::vector<float> values = testing::random_values(rng, rows * state);
+  Matrix<float> states("test::states", rows, state);
+  Kokkos::deep_copy(states, Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace>(
+                                values.data(), rows, state));
+  nn::Mlp<float> paired(space, spec, Precision::fp32, rows, 2);
+  nn::Mlp<float> single(space, spec, Precision::fp32, rows);
+  MatrixBatch<float> q_pair("test::q_pair", 2, rows, spec.actions);
+  paired.forward_pair(space, {parameters, parameters}, offset, states, rows, q_pair);
+  Matrix<float> q_target("test::q_target", rows, spec.actions);
+  single.forward(space, {target_view, target_view}, states, rows, q_target);
+  Matrix<float> q_online("test::q_online", rows, spec.actions);
+  single.forward(space, {online_view, online_view}, states, rows, q_online);
+
+  Matrix<float> dq("test::dq", rows, spec.actions);
+  Kokkos::deep_copy(dq, 0.25f);
+  Kokkos::View<float*, DeviceMemory> grads_pair("test::grads_pair", p);
+  Kokkos::View<float*, DeviceMemory> grads_single("test::grads_single", p);
+  paired.backward(space, {online_view, online_view}, dq, rows, grads_pair);
+  single.backward(space, {online_view, online_view}, dq, rows, grads_single);
+
+  auto pair_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_pair);
+  auto online_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_online);
+  auto target_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_target);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t a = 0; a < spec.actions; ++a) {
+      EXPECT_NEAR(pair_host(0, r, a), online_host(r, a), 1e-5 * (1 + std::fabs(online_host(r, a))));
+      EXPECT_NEAR(pair_host(1, r, a), target_host(r, a), 1e-5 * (1 + std::fabs(target_host(r, a))));
+    }
+  }
+  const std::vector<float> g_pair = download(grads_pair), g_single = download(grads_single);
+  for (std::size_t i = 0; i < p; ++i)
+    EXPECT_NEAR(g_pair[i], g_single[i], 1e-5 * (1 + std::fabs(g_single[i]))) << "parameter " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Dueling, Pair, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "dueling" : "plain"; });
 
 // --- Adam against its formulas ---------------------------------------------------------------
 

@@ -318,8 +318,8 @@ class EngineImpl final : public QPolicy::Engine {
             m_first_bias.data() + p * first_width, m_first_bias.extent(0) - p * first_width);
         epilogue.bias_stride = positions * first_width;
         epilogue.relu = true;
-        product<T>(
-            space, x, sub(m_first_weight, k_count),
+        gemm::product_batched<T, T>(
+            space, m_precision, x, sub(m_first_weight, k_count),
             Kokkos::subview(hidden, Kokkos::ALL, std::make_pair(p * c, (p + 1) * c), Kokkos::ALL),
             epilogue);
       }
@@ -332,7 +332,8 @@ class EngineImpl final : public QPolicy::Engine {
         epilogue.bias = m_biases[l - 1];
         epilogue.bias_stride = spec.hidden[l];
         epilogue.relu = true;
-        product<T>(space, a, sub(m_weights[l - 1], k_count), next, epilogue);
+        gemm::product_batched<T, T>(space, m_precision, a, sub(m_weights[l - 1], k_count), next,
+                                    epilogue);
         std::swap(in, out);
       }
       MatrixBatch<const T> last(in, k_count, rows, spec.hidden.back());
@@ -340,24 +341,13 @@ class EngineImpl final : public QPolicy::Engine {
       gemm::Epilogue<float> head;
       head.bias = m_head_bias;
       head.bias_stride = padded(spec.actions);
-      product<float>(space, last, sub(m_head, k_count), q, head);
+      gemm::product_batched<T, float>(space, m_precision, last, sub(m_head, k_count), q, head);
       on_chunk(first, c, MatrixBatch<const float>(q));
     }
   }
 
   static MatrixBatch<T> sub(const MatrixBatch<T>& v, std::size_t k_count) {
     return Kokkos::subview(v, std::make_pair(std::size_t{0}, k_count), Kokkos::ALL, Kokkos::ALL);
-  }
-
-  template <class TC>
-  void product(const ExecSpace& space, const gemm::StridedBatch<const T>& a,
-               const gemm::StridedBatch<const T>& b, const gemm::StridedBatch<TC>& c,
-               const gemm::Epilogue<TC>& epilogue) const {
-    if constexpr (std::is_same<T, bf16>::value) {
-      gemm::gemm_batched(space, Op::none, Op::none, 1.0f, a, b, 0.0f, c, epilogue);
-    } else {
-      gemm::gemm_batched(space, m_precision, Op::none, Op::none, 1.0f, a, b, 0.0f, c, epilogue);
-    }
   }
 
   void prepare_weights(const ExecSpace& space, const ParameterRows& parameters) {

@@ -1,6 +1,7 @@
 #include "dqntrader/nn/mlp.hpp"
 
 #include <string>
+#include <type_traits>
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/team_sum.hpp"
@@ -145,8 +146,10 @@ void masked_column_sums(const ExecSpace& space, const Matrix<const TX>& x,
 
 template <class T>
 Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision,
-            std::size_t max_rows)
-    : m_layout(spec), m_precision(precision), m_max_rows(max_rows) {
+            std::size_t max_rows, std::size_t copies)
+    : m_layout(spec), m_precision(precision), m_max_rows(max_rows), m_copies(copies) {
+  if (copies != 1 && copies != 2)
+    throw InputError("Mlp: 1 or 2 copies, not " + std::to_string(copies));
   if ((precision == Precision::bf16) != std::is_same<T, bf16>::value) {
     throw InputError(std::string("the network's storage does not match precision ") +
                      to_string(precision));
@@ -154,12 +157,15 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
   m_head_width = spec.dueling ? spec.actions + 1 : spec.actions;
   std::size_t widest = spec.state_size();
   for (std::size_t w : spec.hidden) {
-    m_hidden.push_back(
-        Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::hidden")), max_rows, w));
+    m_hidden_copies.push_back(Kokkos::View<T*, DeviceMemory>(
+        Kokkos::view_alloc(space, std::string("dqntrader::nn::hidden")), copies * max_rows * w));
+    m_hidden.push_back(Matrix<T>(m_hidden_copies.back().data(), max_rows, w));
     widest = std::max(widest, w);
   }
-  m_head_out = Matrix<float>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_out")),
-                             max_rows, m_head_width);
+  m_head_out_copies = Kokkos::View<float*, DeviceMemory>(
+      Kokkos::view_alloc(space, std::string("dqntrader::nn::head_out")),
+      copies * max_rows * m_head_width);
+  m_head_out = Matrix<float>(m_head_out_copies.data(), max_rows, m_head_width);
   m_head_grad = Matrix<float>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad")),
                               max_rows, m_head_width);
   m_head_grad_t = Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad_t")),
@@ -185,6 +191,68 @@ void Mlp<T>::product(const ExecSpace& space, Op op_a, Op op_b, const Matrix<cons
     gemm::gemm(space, op_a, op_b, 1.0f, a, b, 0.0f, c, epilogue);
   } else {
     gemm::gemm(space, m_precision, op_a, op_b, 1.0f, a, b, 0.0f, c, epilogue);
+  }
+}
+
+template <class T>
+void Mlp<T>::forward_pair(const ExecSpace& space, const Weights<T>& w, std::size_t target_offset,
+                          const Matrix<const T>& states, std::size_t rows,
+                          const MatrixBatch<float>& q) {
+  const NetworkSpec& spec = m_layout.spec();
+  if (m_copies != 2 || rows > m_max_rows || rows > states.extent(0) ||
+      states.extent(1) != spec.state_size() || q.extent(0) != 2 || q.extent(1) < rows ||
+      q.extent(2) != spec.actions || target_offset < m_layout.size() ||
+      w.working.extent(0) < target_offset + m_layout.size() ||
+      w.master.extent(0) < target_offset + m_layout.size()) {
+    throw InputError("Mlp::forward_pair: " + std::to_string(rows) +
+                     " rows or the weight sets do not fit the buffers");
+  }
+  m_states = states;
+  // [copy][row][column] with copies stride elements apart.
+  auto pair = [rows](auto* data, std::size_t stride, std::size_t cols) {
+    using V = std::remove_pointer_t<decltype(data)>;
+    return gemm::StridedBatch<V>(data, Kokkos::LayoutStride(2, stride, rows, cols, cols, 1));
+  };
+  auto weights = [&](const Tensor& t) {
+    return gemm::StridedBatch<const T>(
+        w.working.data() + t.offset,
+        Kokkos::LayoutStride(2, target_offset, t.rows, t.cols, t.cols, 1));
+  };
+  gemm::StridedBatch<const T> in = MatrixBatch<const T>(states.data(), 1, rows, states.extent(1));
+  for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
+    const Tensor& weight = m_layout.weight(l);
+    const Tensor& bias = m_layout.bias(l);
+    gemm::Epilogue<T> epilogue;
+    epilogue.bias = Kokkos::View<const T*, DeviceMemory>(w.working.data() + bias.offset,
+                                                         target_offset + bias.size());
+    epilogue.bias_stride = target_offset;
+    epilogue.relu = true;
+    const gemm::StridedBatch<T> out =
+        pair(m_hidden_copies[l].data(), m_max_rows * weight.cols, weight.cols);
+    gemm::product_batched<T, T>(space, m_precision, in, weights(weight), out, epilogue);
+    in = out;
+  }
+  const std::size_t head = spec.hidden.size();
+  const gemm::StridedBatch<const T> head_weight = weights(m_layout.weight(head));
+  const Tensor& bias = m_layout.bias(head);
+  gemm::Epilogue<float> epilogue;
+  epilogue.bias = Kokkos::View<const float*, DeviceMemory>(w.master.data() + bias.offset,
+                                                           target_offset + bias.size());
+  epilogue.bias_stride = target_offset;
+  const std::size_t q_stride = q.extent(1) * q.extent(2);
+  if (spec.dueling) {
+    gemm::product_batched<T, float>(
+        space, m_precision, in, head_weight,
+        pair(m_head_out_copies.data(), m_max_rows * m_head_width, m_head_width), epilogue);
+    for (std::size_t c = 0; c < 2; ++c) {
+      combine_dueling(space,
+                      Matrix<const float>(m_head_out_copies.data() + c * m_max_rows * m_head_width,
+                                          rows, m_head_width),
+                      Matrix<float>(q.data() + c * q_stride, rows, spec.actions), rows);
+    }
+  } else {
+    gemm::product_batched<T, float>(space, m_precision, in, head_weight,
+                                    pair(q.data(), q_stride, spec.actions), epilogue);
   }
 }
 

@@ -26,13 +26,21 @@ template <class T>
 class Mlp {
  public:
   /// precision: fp32 or tf32 for T = float, bf16 for T = bf16. Buffers for up to max_rows
-  /// states are allocated here.
-  Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision, std::size_t max_rows);
+  /// states are allocated here, for copies (1 or 2) networks evaluated together.
+  Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision, std::size_t max_rows,
+      std::size_t copies = 1);
 
   /// q[r][a] = Q(states[r])[a] for the first rows states (states: rows x state_size, in T).
   /// Keeps the activations (and a reference to states) for backward().
   void forward(const ExecSpace& space, const Weights<T>& w, const Matrix<const T>& states,
                std::size_t rows, const Matrix<float>& q);
+
+  /// Two weight sets on the same states, one batched product per layer: w and a second set
+  /// in the same layout target_offset elements further in both w.working and w.master (the
+  /// target network). q(0, r, a) = Q(states[r])[a] under w, q(1, r, a) under the second set,
+  /// for the first rows states. Needs two copies; keeps w's activations for backward().
+  void forward_pair(const ExecSpace& space, const Weights<T>& w, std::size_t target_offset,
+                    const Matrix<const T>& states, std::size_t rows, const MatrixBatch<float>& q);
 
   /// Writes into grads (flat, float, same layout) the gradient, with respect to every
   /// parameter, of sum over r < rows, a of dq[r][a] * Q(states[r])[a], for the states of the
@@ -50,10 +58,12 @@ class Mlp {
 
   ParameterLayout m_layout;
   Precision m_precision;
-  std::size_t m_max_rows, m_head_width;
+  std::size_t m_max_rows, m_copies, m_head_width;
   Matrix<const T> m_states;
-  std::vector<Matrix<T>> m_hidden;  // post-ReLU activations per hidden layer
-  Matrix<float> m_head_out;         // dueling: [V | A] before combining
+  std::vector<Kokkos::View<T*, DeviceMemory>> m_hidden_copies;  // every copy's activations
+  std::vector<Matrix<T>> m_hidden;  // post-ReLU activations per hidden layer (copy 0)
+  Kokkos::View<float*, DeviceMemory> m_head_out_copies;
+  Matrix<float> m_head_out;         // dueling: [V | A] before combining (copy 0)
   Matrix<float> m_head_grad;        // d loss / d head outputs
   Matrix<T> m_head_grad_t;          // the same in the compute type
   Matrix<T> m_grad_a, m_grad_b;     // activation gradients, ping-pong

@@ -132,14 +132,20 @@ class EngineImpl final : public DqnTrainer::Engine {
     const std::size_t s = network.state_size();
 
     auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
-    m_online = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::online"), p);
-    m_target = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::target"), p);
+    // Online and target parameters in one buffer, the target m_target_offset after the
+    // online (rounded up to 128 values, 256-byte aligned in bf16), so that one batched
+    // product per layer evaluates both networks; the same for the working copies.
+    m_target_offset = (p + 127) / 128 * 128;
+    m_parameters = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::parameters"),
+                                                      2 * m_target_offset);
+    m_online = Kokkos::View<float*, DeviceMemory>(m_parameters.data(), p);
+    m_target = Kokkos::View<float*, DeviceMemory>(m_parameters.data() + m_target_offset, p);
     m_grads = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::grads"), p);
     if constexpr (std::is_same<T, bf16>::value) {
-      m_online_working =
-          Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::train::online_working"), p);
-      m_target_working =
-          Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::train::target_working"), p);
+      m_working =
+          Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::train::working"), 2 * m_target_offset);
+      m_online_working = Kokkos::View<T*, DeviceMemory>(m_working.data(), p);
+      m_target_working = Kokkos::View<T*, DeviceMemory>(m_working.data() + m_target_offset, p);
     }
     const std::vector<float> initial = nn::initial_parameters(layout, c.seed);
     Kokkos::deep_copy(
@@ -183,8 +189,7 @@ class EngineImpl final : public DqnTrainer::Engine {
 
     const std::size_t probe_rows = m_probe->states().extent(0);
     const std::size_t online_rows = std::max(2 * b + e, probe_rows);
-    m_online_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, online_rows);
-    m_target_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, b);
+    m_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, online_rows, 2);
 
     nn::AdamSettings adam;
     adam.learning_rate = static_cast<float>(c.learning_rate);
@@ -201,8 +206,9 @@ class EngineImpl final : public DqnTrainer::Engine {
 
     m_batch = replay::Batch(space, b);
     m_states = Matrix<T>(alloc("dqntrader::train::states"), 2 * b + e, s);
-    m_q_online = Matrix<float>(alloc("dqntrader::train::q_online"), online_rows, a);
-    m_q_target = Matrix<float>(alloc("dqntrader::train::q_target"), b, a);
+    m_q = MatrixBatch<float>(alloc("dqntrader::train::q"), 2, online_rows, a);
+    m_q_online = Matrix<float>(m_q.data(), online_rows, a);
+    m_q_target = Matrix<float>(m_q.data() + online_rows * a, online_rows, a);
     m_dq = Matrix<float>(alloc("dqntrader::train::dq"), b, a);
     m_loss = Kokkos::View<LossSums, DeviceMemory>(alloc("dqntrader::train::loss"));
     m_sums = Kokkos::View<LossTotals, DeviceMemory>(alloc("dqntrader::train::epoch_sums"));
@@ -373,11 +379,12 @@ class EngineImpl final : public DqnTrainer::Engine {
     }
   }
 
-  nn::Weights<T> target_weights() const {
+  // Both networks' parameters, the target's m_target_offset after the online's.
+  nn::Weights<T> pair_weights() const {
     if constexpr (std::is_same<T, bf16>::value) {
-      return {m_target_working, m_target};
+      return {m_working, m_parameters};
     } else {
-      return {m_target, m_target};
+      return {m_parameters, m_parameters};
     }
   }
 
@@ -463,9 +470,10 @@ class EngineImpl final : public DqnTrainer::Engine {
       m_fault.clear();
     }
     // Learning, once the replay holds enough complete n-step windows (the host knows the
-    // count: every step writes E transitions), draws its batch first, so that one network
-    // pass evaluates the batch's states and the environments' (rows [2B, 2B + E)); then the
-    // environments act and write their transitions, and the learning step follows.
+    // count: every step writes E transitions), draws its batch first, so that one pass of
+    // the online and target networks together (one batched product per layer) evaluates the
+    // batch's states and the environments' (rows [2B, 2B + E)); then the environments act
+    // and write their transitions, and the learning step follows.
     const std::int64_t total = m_steps * static_cast<std::int64_t>(e);
     const bool ready = total >= static_cast<std::int64_t>(c.learning_starts) &&
                        m_replay->end_sampleable(total) > m_replay->first_sampleable(total);
@@ -478,12 +486,12 @@ class EngineImpl final : public DqnTrainer::Engine {
                                                  {m_batch.next_bar, m_batch.next_position},
                                                  environments}},
                            m_states);
-      m_online_net->forward(m_space, online_weights(), m_states, 2 * b + e, m_q_online);
+      m_net->forward_pair(m_space, pair_weights(), m_target_offset, m_states, 2 * b + e, m_q);
       env_q = rows_of(Matrix<const float>(m_q_online), 2 * b, e);
     } else {
       env::assemble_states(m_space, Matrix<const T>(m_features), environments,
                            rows_of(m_states, 0, e));
-      m_online_net->forward(m_space, online_weights(), m_states, e, m_q_online);
+      m_net->forward(m_space, online_weights(), m_states, e, m_q_online);
       env_q = rows_of(Matrix<const float>(m_q_online), 0, e);
     }
     m_env->step(m_space, env_q, *m_replay, m_step);
@@ -511,11 +519,10 @@ class EngineImpl final : public DqnTrainer::Engine {
     ++m_learning_steps;
     if (m_fault == "batch")
       write_nan(m_space, m_batch.return_n, 1);
-    m_target_net->forward(m_space, target_weights(), rows_of(Matrix<const T>(m_states), b, b), b,
-                          m_q_target);
-    td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b), m_q_target, m_batch,
-            c.huber_delta, m_dq, m_loss, m_sums);
-    m_online_net->backward(m_space, online_weights(), m_dq, b, m_grads);
+    td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b),
+            rows_of(Matrix<const float>(m_q_target), b, b), m_batch, c.huber_delta, m_dq, m_loss,
+            m_sums);
+    m_net->backward(m_space, online_weights(), m_dq, b, m_grads);
     if (m_fault == "gradient")
       write_nan(m_space, m_grads, 1);
     m_adam->step(m_space, m_online, m_grads, m_online_working);
@@ -539,7 +546,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     if (c.probe_interval > 0 &&
         m_learning_steps % static_cast<std::int64_t>(c.probe_interval) == 0) {
       const Matrix<const T> states = m_probe->states();
-      m_online_net->forward(m_space, online_weights(), states, states.extent(0), m_q_online);
+      m_net->forward(m_space, online_weights(), states, states.extent(0), m_q_online);
       m_probe->accumulate(m_space, rows_of(Matrix<const float>(m_q_online), 0, states.extent(0)),
                           m_probe_sums);
       ++m_probes_this_epoch;
@@ -553,19 +560,23 @@ class EngineImpl final : public DqnTrainer::Engine {
   Kokkos::View<const double*, DeviceMemory> m_close;
   Kokkos::View<double*, DeviceMemory> m_close_mutable;
   std::string m_fault;
+  std::size_t m_target_offset = 0;
+  Kokkos::View<float*, DeviceMemory> m_parameters;  // [online | target]
   Kokkos::View<float*, DeviceMemory> m_online, m_target, m_grads;
+  Kokkos::View<T*, DeviceMemory> m_working;  // bf16: [online | target] working copies
   Kokkos::View<T*, DeviceMemory> m_online_working, m_target_working;
   std::unique_ptr<env::TradingEnv> m_env;
   std::unique_ptr<replay::ReplayBuffer> m_replay;
   std::unique_ptr<replay::VaccineSet> m_vaccine;
   std::unique_ptr<CausalProbe<T>> m_probe;
-  std::unique_ptr<nn::Mlp<T>> m_online_net, m_target_net;
+  std::unique_ptr<nn::Mlp<T>> m_net;  // the online network, and the target with it
   std::unique_ptr<nn::Adam> m_adam;
   std::unique_ptr<TrainingGuard> m_guard;
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
   std::vector<eval::BarRange> m_windows;
   replay::Batch m_batch;
-  Matrix<T> m_states;  // [s; s'; the environments' states]
+  Matrix<T> m_states;      // [s; s'; the environments' states]
+  MatrixBatch<float> m_q;  // [online | target] Q-values
   Matrix<float> m_q_online, m_q_target, m_dq;
   Kokkos::View<LossSums, DeviceMemory> m_loss;
   Kokkos::View<LossTotals, DeviceMemory> m_sums;  // the epoch's, read once per epoch
