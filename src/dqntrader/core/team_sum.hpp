@@ -8,7 +8,13 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "dqntrader/core/types.hpp"
+
 namespace dqntrader {
+
+/// A team's scratch array (level 0: shared memory on CUDA).
+template <class T>
+using TeamScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
 /// values holds count rows of member.team_size() partial sums, row k at [k * n, (k + 1) * n)
 /// with n = team_size() a power of two; thread t has written entry t of each row. Every

@@ -25,7 +25,7 @@ namespace {
 
 using Policy = Kokkos::TeamPolicy<ExecSpace>;
 using Member = Policy::member_type;
-using Scratch = Kokkos::View<double*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+using Scratch = TeamScratch<double>;
 
 // Blocks of the gradient whose squared sums the norm adds: a fixed count, so that the sum
 // is taken in the same order at every thread count.

@@ -77,7 +77,7 @@ void masked_column_sums(const ExecSpace& space, const Matrix<const TX>& x,
                         const Kokkos::View<int*, DeviceMemory>& arrivals) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Policy::member_type;
-  using Scratch = Kokkos::View<float*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using Scratch = TeamScratch<float>;
   const std::size_t cols = x.extent(1);
   const bool masked = h.extent(0) > 0, write = y.extent(0) > 0;
 #if defined(DQNTRADER_BACKEND_CUDA)
@@ -159,13 +159,11 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
   for (std::size_t w : spec.hidden) {
     m_hidden_copies.push_back(Kokkos::View<T*, DeviceMemory>(
         Kokkos::view_alloc(space, std::string("dqntrader::nn::hidden")), copies * max_rows * w));
-    m_hidden.push_back(Matrix<T>(m_hidden_copies.back().data(), max_rows, w));
     widest = std::max(widest, w);
   }
   m_head_out_copies = Kokkos::View<float*, DeviceMemory>(
       Kokkos::view_alloc(space, std::string("dqntrader::nn::head_out")),
       copies * max_rows * m_head_width);
-  m_head_out = Matrix<float>(m_head_out_copies.data(), max_rows, m_head_width);
   m_head_grad = Matrix<float>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad")),
                               max_rows, m_head_width);
   m_head_grad_t = Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad_t")),
@@ -180,6 +178,16 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
   m_column_arrivals = Kokkos::View<int*, DeviceMemory>(
       Kokkos::view_alloc(space, std::string("dqntrader::nn::column_arrivals")),
       (widest + kColumns - 1) / kColumns);
+}
+
+template <class T>
+Matrix<T> Mlp<T>::hidden(std::size_t layer, std::size_t rows) const {
+  return Matrix<T>(m_hidden_copies[layer].data(), rows, m_layout.spec().hidden[layer]);
+}
+
+template <class T>
+Matrix<float> Mlp<T>::head_out(std::size_t rows) const {
+  return Matrix<float>(m_head_out_copies.data(), rows, m_head_width);
 }
 
 template <class T>
@@ -270,7 +278,7 @@ void Mlp<T>::forward(const ExecSpace& space, const Weights<T>& w, const Matrix<c
     gemm::Epilogue<T> epilogue;
     epilogue.bias = vector_of(w.working, m_layout.bias(l));
     epilogue.relu = true;
-    const Matrix<T> out = first_rows(m_hidden[l], rows);
+    const Matrix<T> out = hidden(l, rows);
     product(space, Op::none, Op::none, in, block(w.working, m_layout.weight(l)), out, epilogue);
     in = out;
   }
@@ -278,7 +286,7 @@ void Mlp<T>::forward(const ExecSpace& space, const Weights<T>& w, const Matrix<c
   gemm::Epilogue<float> epilogue;
   epilogue.bias = vector_of(w.master, m_layout.bias(head));
   if (spec.dueling) {
-    const Matrix<float> out = first_rows(m_head_out, rows);
+    const Matrix<float> out = head_out(rows);
     product(space, Op::none, Op::none, in, block(w.working, m_layout.weight(head)), out, epilogue);
     combine_dueling(space, out, q, rows);
   } else {
@@ -316,7 +324,7 @@ void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, const Matrix<
                        head_bias_grad, m_column_partials, m_column_arrivals);
     d_out_t = first_rows(m_head_grad_t, rows);
   }
-  Matrix<const T> last = first_rows(m_hidden[head - 1], rows);
+  Matrix<const T> last = hidden(head - 1, rows);
   product(space, Op::transpose, Op::none, last, d_out_t, grad_block(m_layout.weight(head)), {});
   Matrix<T> dh(m_grad_a.data(), rows, spec.hidden.back());
   product(space, Op::none, Op::transpose, d_out_t, block(w.working, m_layout.weight(head)), dh, {});
@@ -324,11 +332,11 @@ void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, const Matrix<
   // dH_in = dZ W^T.
   T* spare = m_grad_b.data();
   for (std::size_t l = head; l-- > 0;) {
-    masked_column_sums(space, Matrix<const T>(dh), Matrix<const T>(first_rows(m_hidden[l], rows)),
-                       dh, rows, grads.data() + m_layout.bias(l).offset, m_column_partials,
+    masked_column_sums(space, Matrix<const T>(dh), Matrix<const T>(hidden(l, rows)), dh, rows,
+                       grads.data() + m_layout.bias(l).offset, m_column_partials,
                        m_column_arrivals);
     const Matrix<const T> input =
-        l == 0 ? first_rows(m_states, rows) : Matrix<const T>(first_rows(m_hidden[l - 1], rows));
+        l == 0 ? first_rows(m_states, rows) : Matrix<const T>(hidden(l - 1, rows));
     product(space, Op::transpose, Op::none, input, dh, grad_block(m_layout.weight(l)), {});
     if (l > 0) {
       Matrix<T> next(spare, rows, spec.hidden[l - 1]);

@@ -56,14 +56,18 @@ class Mlp {
                const Matrix<const T>& b, const Matrix<TC>& c,
                const gemm::Epilogue<TC>& epilogue) const;
 
+  // The first copy's first rows: the activations backward() uses.
+  Matrix<T> hidden(std::size_t layer, std::size_t rows) const;
+  Matrix<float> head_out(std::size_t rows) const;
+
   ParameterLayout m_layout;
   Precision m_precision;
   std::size_t m_max_rows, m_copies, m_head_width;
   Matrix<const T> m_states;
-  std::vector<Kokkos::View<T*, DeviceMemory>> m_hidden_copies;  // every copy's activations
-  std::vector<Matrix<T>> m_hidden;  // post-ReLU activations per hidden layer (copy 0)
+  // Post-ReLU activations per hidden layer and, with a dueling head, [V | A] before
+  // combining: [copy][row][column], max_rows rows a copy.
+  std::vector<Kokkos::View<T*, DeviceMemory>> m_hidden_copies;
   Kokkos::View<float*, DeviceMemory> m_head_out_copies;
-  Matrix<float> m_head_out;         // dueling: [V | A] before combining (copy 0)
   Matrix<float> m_head_grad;        // d loss / d head outputs
   Matrix<T> m_head_grad_t;          // the same in the compute type
   Matrix<T> m_grad_a, m_grad_b;     // activation gradients, ping-pong

@@ -9,7 +9,7 @@ namespace {
 
 using Policy = Kokkos::TeamPolicy<ExecSpace>;
 using Member = Policy::member_type;
-using Scratch = Kokkos::View<double*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+using Scratch = TeamScratch<double>;
 
 // One team: each thread takes every n-th sample, kRows samples at a time (their loads
 // issued before the arithmetic, so that they overlap), then the tree adds the threads' sums
