@@ -85,11 +85,6 @@ void product_batched(const ExecSpace& space, Precision precision, const StridedB
   }
 }
 
-/// n rounded up to the row width the backend's products run fastest with: a multiple of 8
-/// on CUDA (16-byte aligned rows for the tensor cores), n itself on OpenMP. Callers pad
-/// with zeros, which add nothing to a product.
-std::size_t aligned_width(std::size_t n);
-
 /// The name of the compiled backend: "cuda" or "openmp".
 const char* backend_name();
 

@@ -14,16 +14,20 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "backends/execution.hpp"
 #include "backtest_oracle.hpp"
+#include "dqntrader/core/error.hpp"
 #include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/env/states.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
+#include "dqntrader/replay/vaccine_set.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/td_loss.hpp"
 #include "dqntrader/train/training_guard.hpp"
@@ -36,7 +40,32 @@ namespace {
 using testing::download;
 using testing::upload;
 
-// --- backward against finite differences -------------------------------------------------
+// --- backward against finite differences, forward against the reference -----------------
+
+// What a loss kernel does with dq (rows x actions, row-major): each row through write_row,
+// then the column sums, added here in double, through write_bias.
+template <class T>
+void write_output_gradient(const ExecSpace& space, const nn::OutputGradient<T>& gradient,
+                           const std::vector<float>& dq) {
+  const std::size_t rows = gradient.head.extent(0), actions = gradient.actions();
+  ASSERT_EQ(dq.size(), rows * actions);
+  const auto values = upload(dq);
+  Kokkos::parallel_for(
+      "test::write_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, rows),
+      KOKKOS_LAMBDA(const std::size_t r) {
+        gradient.write_row(r, [&](std::size_t a) { return values(r * actions + a); });
+      });
+  Kokkos::parallel_for(
+      "test::write_bias", Kokkos::RangePolicy<ExecSpace>(space, 0, 1), KOKKOS_LAMBDA(const int) {
+        gradient.write_bias([&](std::size_t a) {
+          double sum = 0.0;
+          for (std::size_t r = 0; r < rows; ++r)
+            sum += values(r * actions + a);
+          return sum;
+        });
+      });
+  space.fence();
+}
 
 // L(theta) = sum over rows and actions of w[r][a] * Q(state_r; theta)[a], in double.
 double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
@@ -97,7 +126,8 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  const nn::NetworkSpec spec = small_network({7, 6}, dueling);
+  // Wider than a warp and than a column tile (32), not a multiple of either.
+  const nn::NetworkSpec spec = small_network({40, 33}, dueling);
   const nn::ParameterLayout layout(spec);
   const std::size_t rows = 9, state = spec.state_size();
   std::vector<float> parameters = nn::initial_parameters(layout, seed);
@@ -125,14 +155,27 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   const nn::Weights<float> weights{device_parameters, device_parameters};
   Matrix<float> q("test::q", rows, spec.actions);
   net.forward(space, weights, states, rows, q);
-  Matrix<float> dq("test::dq", rows, spec.actions);
-  auto host_dq = Kokkos::create_mirror_view(dq);
-  for (std::size_t i = 0; i < rows * spec.actions; ++i)
-    host_dq(i / spec.actions, i % spec.actions) = w[i];
-  Kokkos::deep_copy(dq, host_dq);
   Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
-  net.backward(space, weights, dq, rows, grads);
+  write_output_gradient(space, net.output_gradient(rows, grads), w);
+  net.backward(space, weights, rows, grads);
   const std::vector<float> got = download(grads);
+
+  // Forward: Q of each row against the reference (weighted_q with one-hot weights).
+  const auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+  {
+    const oracle::Network reference{spec.features, 3, 3, spec.hidden, dueling};
+    const std::vector<double> theta(parameters.begin(), parameters.end());
+    const std::vector<double> f64(features.begin(), features.end());
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t a = 0; a < spec.actions; ++a) {
+        std::vector<double> one_hot(rows * spec.actions, 0.0);
+        one_hot[r * spec.actions + a] = 1.0;
+        const double expected = weighted_q(reference, theta, f64, incoming, one_hot);
+        EXPECT_NEAR(q_host(r, a), expected, 1e-5 * (1.0 + std::fabs(expected)))
+            << "row " << r << " action " << a;
+      }
+    }
+  }
 
   const oracle::Network reference{spec.features, 3, 3, spec.hidden, dueling};
   std::vector<double> theta(parameters.begin(), parameters.end());
@@ -152,6 +195,20 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   }
   // The library computes in float: errors of a few float roundings of the largest terms.
   EXPECT_LT(worst, 1e-4 * scale) << "worst " << worst << " of scale " << scale;
+}
+
+// The head passes hold one sum per head output in registers: at most kMaxHeadWidth outputs.
+TEST(Mlp, RejectsAHeadWiderThanItsPassesHold) {
+  const ExecSpace space;
+  nn::NetworkSpec spec = small_network({4}, true);
+  spec.actions = nn::kMaxHeadWidth - 1;  // with V: kMaxHeadWidth outputs
+  EXPECT_NO_THROW(nn::Mlp<float>(space, spec, Precision::fp32, 2));
+  spec.dueling = false;
+  spec.actions = nn::kMaxHeadWidth + 1;
+  EXPECT_THROW(nn::Mlp<float>(space, spec, Precision::fp32, 2), InputError);
+  spec.dueling = true;
+  spec.actions = nn::kMaxHeadWidth;
+  EXPECT_THROW(nn::Mlp<float>(space, spec, Precision::fp32, 2), InputError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dueling, Backward, ::testing::Values(false, true), [](const auto& info) {
@@ -193,12 +250,13 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
   Matrix<float> q_online("test::q_online", rows, spec.actions);
   single.forward(space, {online_view, online_view}, states, rows, q_online);
 
-  Matrix<float> dq("test::dq", rows, spec.actions);
-  Kokkos::deep_copy(dq, 0.25f);
+  const std::vector<float> dq(rows * spec.actions, 0.25f);
   Kokkos::View<float*, DeviceMemory> grads_pair("test::grads_pair", p);
   Kokkos::View<float*, DeviceMemory> grads_single("test::grads_single", p);
-  paired.backward(space, {online_view, online_view}, dq, rows, grads_pair);
-  single.backward(space, {online_view, online_view}, dq, rows, grads_single);
+  write_output_gradient(space, paired.output_gradient(rows, grads_pair), dq);
+  write_output_gradient(space, single.output_gradient(rows, grads_single), dq);
+  paired.backward(space, {online_view, online_view}, rows, grads_pair);
+  single.backward(space, {online_view, online_view}, rows, grads_single);
 
   auto pair_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_pair);
   auto online_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_online);
@@ -292,6 +350,8 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   // Two samples, three actions. Online Q for s (rows 0, 1) and s' (rows 2, 3); target Q for s'.
   Matrix<float> q_online("test::q_online", 4, 3), q_target("test::q_target", 2, 3),
       dq("test::dq", 2, 3);
+  Kokkos::View<float*, DeviceMemory> head_bias("test::head_bias", 3);
+  const nn::OutputGradient<float> gradient{dq, head_bias.data(), false};
   auto qo = Kokkos::create_mirror_view(q_online);
   auto qt = Kokkos::create_mirror_view(q_target);
   const float online[4][3] = {
@@ -320,7 +380,7 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   set(batch.discount, {0.9, 0.81});
   Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
   Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
-  train::td_loss(space, q_online, q_target, batch, 1.0, dq, sums, totals);
+  train::td_loss(space, q_online, q_target, batch, 1.0, gradient, sums, totals);
   // Sample 0: online picks action 1 at s' (0.9), target gives 0.25: y = 0.5 + 0.9 * 0.25
   // = 0.725; Q(s, 1) = 1.0: d = 0.275, huber = d^2 / 2, gradient d / 2 on action 1.
   // Sample 1: online picks action 0 at s' (1.5), target gives 0.75: y = -1 + 0.81 * 0.75
@@ -332,6 +392,11 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   EXPECT_EQ(got(0, 2), 0.0f);
   EXPECT_NEAR(got(1, 2), 0.5, 1e-6);
   EXPECT_EQ(got(1, 0), 0.0f);
+  // The head's bias gradient: the gradient's column sums.
+  auto bias = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), head_bias);
+  EXPECT_EQ(bias(0), 0.0f);
+  EXPECT_NEAR(bias(1), 0.275 / 2, 1e-6);
+  EXPECT_NEAR(bias(2), 0.5, 1e-6);
   EXPECT_NEAR(s().loss, 0.5 * 0.275 * 0.275 + (1.3925 - 0.5), 1e-6);
   EXPECT_NEAR(s().q, 2.0, 1e-6);
   EXPECT_EQ(s().finite, 1.0);
@@ -340,13 +405,13 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   EXPECT_EQ(t().loss, s().loss);
   EXPECT_EQ(t().q, s().q);
   EXPECT_EQ(t().batches, 1.0);
-  train::td_loss(space, q_online, q_target, batch, 1.0, dq, sums, totals);
+  train::td_loss(space, q_online, q_target, batch, 1.0, gradient, sums, totals);
   Kokkos::deep_copy(t, totals);
   EXPECT_EQ(t().loss, 2 * s().loss);
   EXPECT_EQ(t().batches, 2.0);
   // A non-finite return makes the batch non-finite.
   set(batch.return_n, {std::numeric_limits<double>::quiet_NaN(), -1.0});
-  train::td_loss(space, q_online, q_target, batch, 1.0, dq, sums, totals);
+  train::td_loss(space, q_online, q_target, batch, 1.0, gradient, sums, totals);
   Kokkos::deep_copy(s, sums);
   EXPECT_EQ(s().finite, 0.0);
 }
@@ -394,6 +459,37 @@ std::vector<Written> fill(const replay::ReplayBuffer& replay, std::int64_t total
   return written;
 }
 
+// Draws a batch with sampler through the learning step's state assembly, over features whose
+// one column holds the bar's number, with two environments after the batch, and checks every
+// assembled state against its sample (s, then s') or its environment.
+template <class Sampler>
+void draw(const ExecSpace& space, const Sampler& sampler, const replay::Batch& batch) {
+  const std::size_t bars = 4000, positions = 3, b = batch.size();
+  std::vector<float> numbers(bars);
+  for (std::size_t t = 0; t < bars; ++t)
+    numbers[t] = static_cast<float>(t);
+  const auto column = upload(numbers);
+  const Matrix<const float> features(column.data(), bars, 1);
+  const auto env_bars = upload(std::vector<std::int32_t>{17, 3});
+  const auto env_positions = upload(std::vector<std::int8_t>{2, 0});
+  Matrix<float> states("test::states", 2 * b + 2, 1 + positions);
+  env::assemble_learning_states(space, features, sampler, batch, {env_bars, env_positions}, states);
+  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), states);
+  const auto bar = download(batch.bar), next_bar = download(batch.next_bar);
+  const auto position = download(batch.position), next_position = download(batch.next_position);
+  auto expect_state = [&](std::size_t row, std::int32_t t, int p) {
+    ASSERT_EQ(got(row, 0), static_cast<float>(t)) << "row " << row;
+    for (std::size_t k = 0; k < positions; ++k)
+      ASSERT_EQ(got(row, 1 + k), static_cast<int>(k) == p ? 1.0f : 0.0f) << "row " << row;
+  };
+  for (std::size_t i = 0; i < b; ++i) {
+    expect_state(i, bar[i], position[i]);
+    expect_state(b + i, next_bar[i], next_position[i]);
+  }
+  expect_state(2 * b, 17, 2);
+  expect_state(2 * b + 1, 3, 0);
+}
+
 TEST(Replay, NStepSamplesMatchASequentialWalkAndTheRingWraps) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
@@ -408,11 +504,11 @@ TEST(Replay, NStepSamplesMatchASequentialWalkAndTheRingWraps) {
   const std::int64_t first = total - capacity,
                      end = total - (n - 1) * static_cast<std::int64_t>(environments);
   replay::Batch batch(space, 512);
-  Kokkos::View<std::int64_t, DeviceMemory> draw("test::draw");
+  Kokkos::View<std::int64_t, DeviceMemory> draw_count("test::draw");
   std::set<std::int64_t> seen;
   for (std::int64_t d = 0; d < 4; ++d) {
-    Kokkos::deep_copy(draw, d);
-    replay.sample(space, seed, draw, batch);
+    Kokkos::deep_copy(draw_count, d);
+    draw(space, replay.sampler(seed, draw_count), batch);
     const auto bars = download(batch.bar), next_bars = download(batch.next_bar);
     const auto positions = download(batch.position), actions = download(batch.action),
                next_positions = download(batch.next_position);
@@ -453,20 +549,20 @@ TEST(Replay, SamplingIsReproducibleAndUniform) {
   replay::ReplayBuffer replay(space, capacity, 1, 1, 0.9);
   fill(replay, 250, rng);
   replay::Batch batch(space, 4000);
-  Kokkos::View<std::int64_t, DeviceMemory> draw("test::draw");
-  replay.sample(space, seed, draw, batch);
+  Kokkos::View<std::int64_t, DeviceMemory> draw_count("test::draw");
+  draw(space, replay.sampler(seed, draw_count), batch);
   const auto a = download(batch.bar);
-  replay.sample(space, seed, draw, batch);
+  draw(space, replay.sampler(seed, draw_count), batch);
   EXPECT_EQ(download(batch.bar), a) << "same seed and draw, same batch";
-  Kokkos::deep_copy(draw, std::int64_t{1});
-  replay.sample(space, seed, draw, batch);
+  Kokkos::deep_copy(draw_count, std::int64_t{1});
+  draw(space, replay.sampler(seed, draw_count), batch);
   EXPECT_NE(download(batch.bar), a) << "the next draw differs";
   // Chi-square over the 100 live transitions, 20 draws of 4,000: 99 degrees of freedom;
   // the 99.99th percentile is about 159.
   std::map<std::int32_t, double> counts;
   for (std::int64_t d = 0; d < 20; ++d) {
-    Kokkos::deep_copy(draw, d + 10);
-    replay.sample(space, seed, draw, batch);
+    Kokkos::deep_copy(draw_count, d + 10);
+    draw(space, replay.sampler(seed, draw_count), batch);
     for (std::int32_t bar : download(batch.bar))
       counts[bar] += 1;
   }
@@ -480,6 +576,51 @@ TEST(Replay, SamplingIsReproducibleAndUniform) {
 }
 
 // --- the guard ---------------------------------------------------------------------------------
+
+// The vaccine's samples: every combination of a stress bar, incoming position and action, each
+// a one-step transition with its reward from the prices, drawn uniformly.
+TEST(Vaccine, SamplesAreOneStepTransitionsAtStressBars) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<double> close{100.0};
+  for (int t = 1; t < 300; ++t)
+    close.push_back(close.back() * (1.0 + std::normal_distribution<double>(0.0, 0.01)(rng)));
+  const ExecSpace space;
+  const auto close_device = upload(close);
+  const auto positions_device = upload(std::vector<double>{-1.0, 0.0, 1.0});
+  const replay::RewardModel rewards{close_device, positions_device, 0.001, 10.0};
+  const float gamma = 0.9f;
+  const replay::VaccineSet vaccine(space, close, 10, 290, 0.05, rewards, gamma);
+  const std::vector<std::int32_t> stress = vaccine.stress_bars();
+  ASSERT_GE(stress.size(), 14u);  // the top 5% of 279 decisions by move, and by drawdown
+  replay::Batch batch(space, 8000);
+  Kokkos::View<std::int64_t, DeviceMemory> draw_count("test::draw");
+  draw(space, vaccine.sampler(seed, draw_count), batch);
+  const auto bar = download(batch.bar), next_bar = download(batch.next_bar);
+  const auto position = download(batch.position), action = download(batch.action),
+             next_position = download(batch.next_position);
+  const auto returns = download(batch.return_n), discounts = download(batch.discount);
+  const double held[3] = {-1.0, 0.0, 1.0};
+  std::set<std::tuple<std::int32_t, int, int>> seen;
+  for (std::size_t i = 0; i < bar.size(); ++i) {
+    ASSERT_TRUE(std::binary_search(stress.begin(), stress.end(), bar[i])) << bar[i];
+    ASSERT_GE(position[i], 0);
+    ASSERT_LT(position[i], 3);
+    ASSERT_GE(action[i], 0);
+    ASSERT_LT(action[i], 3);
+    EXPECT_EQ(next_bar[i], bar[i] + 1);
+    EXPECT_EQ(next_position[i], action[i]);
+    EXPECT_EQ(discounts[i], gamma);
+    const double target = held[action[i]], before = held[position[i]];
+    const double reward = 10.0 * (target * (close[bar[i] + 1] / close[bar[i]] - 1.0) -
+                                  0.001 * std::fabs(target - before));
+    EXPECT_NEAR(returns[i], reward, 1e-5 * (1.0 + std::fabs(reward)));
+    seen.insert({bar[i], position[i], action[i]});
+  }
+  // About 8000 / (9 x bars) >= 20 draws of each combination: all of them appear.
+  EXPECT_EQ(seen.size(), 9 * stress.size());
+}
 
 TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
   const ExecSpace space;

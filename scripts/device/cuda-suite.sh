@@ -74,7 +74,7 @@ if want sanitizer; then
   # memcheck over every test that runs device code in this process (the learning runs, the
   # command-line tests and the kill test start other processes or take too long under it).
   timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
-    --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:TdLoss*:Replay*:TrainingGuard*:TrainingRun*' \
+    --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:TdLoss*:Replay*:Vaccine*:TrainingGuard*:TrainingRun*' \
     >"$out/memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -n 5
 fi
@@ -97,14 +97,16 @@ if want compare; then
   python3 bench/compare.py --build build/cuda --runs 3 2>&1 | tee "$out/compare.md"
 fi
 if want profile; then
-  # Every kernel of about 25 training steps at the EPOCH shape (launched one by one), timed
-  # alone by Nsight Compute: which kernels a step is made of and what each costs.
+  # Every kernel of about 60 training steps at the EPOCH shape (past the first 1,500 kernels,
+  # before the epoch's validation), each timed alone by Nsight Compute: which kernels a step
+  # is made of and what each costs (bench/profile_table.py makes the table).
   dqn=build/cuda/dqntrader
   timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
     --print-kernel-base demangled --csv --launch-skip 1500 --launch-count 1000 "$dqn" train \
     --synth-bars 40000 --hidden 512,512,512 --batch-size 1024 --environments 256 \
-    --return-window 56 --learning-starts 1024 --target-update 1000 --steps-per-epoch 100 \
+    --return-window 56 --learning-starts 1024 --target-update 1000 --steps-per-epoch 300 \
     --epochs 1 --out "$runs/profile-run" >"$out/profile.csv" 2>"$out/profile.err"
-  echo "profile exit $?"; wc -l "$out/profile.csv"
+  echo "profile exit $?"
+  python3 bench/profile_table.py "$out/profile.csv" | tee "$out/profile.md"
 fi
 exit $status

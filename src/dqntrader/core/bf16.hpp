@@ -40,4 +40,12 @@ KOKKOS_INLINE_FUNCTION void store(bf16& target, float value) {
   target = to_bf16(value);
 }
 
+/// value as storage of type T holds it: rounded to bf16, or unchanged in float.
+template <class T>
+KOKKOS_INLINE_FUNCTION float stored_value(float value) {
+  T held{};
+  store(held, value);
+  return to_float(held);
+}
+
 }  // namespace dqntrader

@@ -22,7 +22,8 @@ void for_each_cell(const char* label, const ExecSpace& space, std::size_t rows, 
   using Member = typename Policy::member_type;
   const int team = cols >= 256 ? 256 : (cols > 64 ? 128 : 32);
   Kokkos::parallel_for(
-      label, Policy(space, static_cast<int>(rows), team), KOKKOS_LAMBDA(const Member& member) {
+      label, recordable(Policy(space, static_cast<int>(rows), team)),
+      KOKKOS_LAMBDA(const Member& member) {
         const std::size_t row = static_cast<std::size_t>(member.league_rank());
         Kokkos::parallel_for(Kokkos::TeamThreadRange(member, cols),
                              [&](const std::size_t col) { f(row, col); });
@@ -32,6 +33,26 @@ void for_each_cell(const char* label, const ExecSpace& space, std::size_t rows, 
       label, Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(const std::size_t row) {
         for (std::size_t col = 0; col < cols; ++col)
           f(row, col);
+      });
+#endif
+}
+
+/// Calls f(row, col, context) for every cell, context = per_row(row): work that depends
+/// only on the row, done once per row on the host and by each of the row's threads on CUDA
+/// (their loads coincide).
+template <class R, class F>
+void for_each_cell(const char* label, const ExecSpace& space, std::size_t rows, std::size_t cols,
+                   const R& per_row, const F& f) {
+#if defined(DQNTRADER_BACKEND_CUDA)
+  for_each_cell(
+      label, space, rows, cols,
+      KOKKOS_LAMBDA(const std::size_t row, const std::size_t col) { f(row, col, per_row(row)); });
+#else
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(const std::size_t row) {
+        const auto context = per_row(row);
+        for (std::size_t col = 0; col < cols; ++col)
+          f(row, col, context);
       });
 #endif
 }

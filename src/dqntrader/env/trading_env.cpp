@@ -4,6 +4,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/random.hpp"
+#include "dqntrader/core/team_sum.hpp"
 #include "dqntrader/io/view_sections.hpp"
 
 namespace dqntrader::env {
@@ -31,7 +32,8 @@ TradingEnv::TradingEnv(const ExecSpace& space, const replay::RewardModel& reward
       m_bar(Kokkos::view_alloc(space, std::string("dqntrader::env::bar")), settings.environments),
       m_age(Kokkos::view_alloc(space, std::string("dqntrader::env::age")), settings.environments),
       m_position(Kokkos::view_alloc(space, std::string("dqntrader::env::position")),
-                 settings.environments) {
+                 settings.environments),
+      m_arrivals(Kokkos::view_alloc(space, std::string("dqntrader::env::arrivals"))) {
   if (settings.end < settings.begin + 3)
     throw InputError("the training window needs at least 3 bars");
   start(space, m_bar, m_age, m_position, settings);
@@ -51,49 +53,72 @@ void TradingEnv::load(const std::vector<io::Section>& sections, const std::strin
 
 void TradingEnv::step(const ExecSpace& space, const Matrix<const float>& q,
                       const replay::ReplayBuffer& replay,
-                      const Kokkos::View<const std::int64_t, DeviceMemory>& step_counter) const {
+                      const Kokkos::View<std::int64_t, DeviceMemory>& step_counter) const {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = Policy::member_type;
   const EnvSettings s = m_settings;
   const replay::RewardModel rewards = m_rewards;
   const auto bar = m_bar, age = m_age;
   const auto position = m_position;
+  const auto arrivals = m_arrivals;
   const replay::Ring ring = replay.ring();
   const auto total = replay.total();
   const std::int64_t capacity = static_cast<std::int64_t>(replay.capacity());
+  const std::int64_t environments = static_cast<std::int64_t>(s.environments);
   const std::size_t actions = q.extent(1);
+#if defined(DQNTRADER_BACKEND_CUDA)
+  const int team = 64;
+#else
+  const int team = 1;
+#endif
+  const int teams = static_cast<int>((s.environments + team - 1) / team);
   Kokkos::parallel_for(
-      "dqntrader::env::step", Kokkos::RangePolicy<ExecSpace>(space, 0, s.environments),
-      KOKKOS_LAMBDA(const std::size_t e) {
-        const std::int64_t step = step_counter();
-        const std::uint64_t stream = 0x454E5653ull ^ static_cast<std::uint64_t>(step);
-        int action = 0;
-        if (to_unit_double(counter_random(s.seed, stream, 3 * e)) < epsilon_at(s, step)) {
-          action = static_cast<int>(counter_random(s.seed, stream, 3 * e + 1) % actions);
-        } else {
-          for (std::size_t a = 1; a < actions; ++a) {
-            if (q(e, a) > q(e, action))
-              action = static_cast<int>(a);
+      "dqntrader::env::step", recordable(Policy(space, teams, team)),
+      KOKKOS_LAMBDA(const Member& member) {
+        const std::int64_t step = step_counter(), written = total();
+        const std::size_t first = static_cast<std::size_t>(member.league_rank()) * team;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, team), [&](const int k) {
+          const std::size_t e = first + static_cast<std::size_t>(k);
+          if (e >= s.environments)
+            return;
+          const std::uint64_t stream = 0x454E5653ull ^ static_cast<std::uint64_t>(step);
+          int action = 0;
+          if (to_unit_double(counter_random(s.seed, stream, 3 * e)) < epsilon_at(s, step)) {
+            action = static_cast<int>(counter_random(s.seed, stream, 3 * e + 1) % actions);
+          } else {
+            for (std::size_t a = 1; a < actions; ++a) {
+              if (q(e, a) > q(e, action))
+                action = static_cast<int>(a);
+            }
           }
-        }
-        const std::int32_t t = bar(e);
-        const int incoming = position(e);
-        const bool last = age(e) + 1 >= static_cast<std::int32_t>(s.episode_length) ||
-                          static_cast<std::size_t>(t) + 2 >= s.end;
-        const std::int64_t slot = (total() + static_cast<std::int64_t>(e)) % capacity;
-        ring.bar(slot) = t;
-        ring.position(slot) = static_cast<std::int8_t>(incoming);
-        ring.action(slot) = static_cast<std::int8_t>(action);
-        ring.reward(slot) = rewards(static_cast<std::size_t>(t), incoming, action);
-        ring.last(slot) = last ? 1 : 0;
-        if (last) {
-          const std::size_t span = s.end - 1 - s.begin;
-          bar(e) =
-              static_cast<std::int32_t>(s.begin + counter_random(s.seed, stream, 3 * e + 2) % span);
-          age(e) = 0;
-          position(e) = static_cast<std::int8_t>(s.flat_index);
-        } else {
-          bar(e) = t + 1;
-          age(e) += 1;
-          position(e) = static_cast<std::int8_t>(action);
+          const std::int32_t t = bar(e);
+          const int incoming = position(e);
+          const bool last = age(e) + 1 >= static_cast<std::int32_t>(s.episode_length) ||
+                            static_cast<std::size_t>(t) + 2 >= s.end;
+          const std::int64_t slot = (written + static_cast<std::int64_t>(e)) % capacity;
+          ring.bar(slot) = t;
+          ring.position(slot) = static_cast<std::int8_t>(incoming);
+          ring.action(slot) = static_cast<std::int8_t>(action);
+          ring.reward(slot) = rewards(static_cast<std::size_t>(t), incoming, action);
+          ring.last(slot) = last ? 1 : 0;
+          if (last) {
+            const std::size_t span = s.end - 1 - s.begin;
+            bar(e) = static_cast<std::int32_t>(s.begin +
+                                               counter_random(s.seed, stream, 3 * e + 2) % span);
+            age(e) = 0;
+            position(e) = static_cast<std::int8_t>(s.flat_index);
+          } else {
+            bar(e) = t + 1;
+            age(e) += 1;
+            position(e) = static_cast<std::int8_t>(action);
+          }
+        });
+        // Every team has read the counters above before it arrives.
+        if (last_to_arrive(member, &arrivals(), teams)) {
+          Kokkos::single(Kokkos::PerTeam(member), [&]() {
+            total() = written + environments;
+            step_counter() = step + 1;
+          });
         }
       });
 }

@@ -50,10 +50,12 @@ class TradingEnv {
 
   /// One step for every environment given q[e][a] of its state; step is the device step
   /// counter (epsilon's schedule and the random stream). Writes the transitions of this
-  /// step at replay logical indices total + e; the caller then advances the replay.
+  /// step at replay logical indices total + e, then, in the same kernel once every
+  /// environment has read them, advances the replay's total by the environments and step
+  /// by one.
   void step(const ExecSpace& space, const Matrix<const float>& q,
             const replay::ReplayBuffer& replay,
-            const Kokkos::View<const std::int64_t, DeviceMemory>& step) const;
+            const Kokkos::View<std::int64_t, DeviceMemory>& step) const;
 
   /// The environments' state as checkpoint sections, and back.
   void save(std::vector<io::Section>& out) const;
@@ -64,6 +66,7 @@ class TradingEnv {
   EnvSettings m_settings;
   Kokkos::View<std::int32_t*, DeviceMemory> m_bar, m_age;
   Kokkos::View<std::int8_t*, DeviceMemory> m_position;
+  Kokkos::View<int, DeviceMemory> m_arrivals;  // teams of step() done, zero between steps
 };
 
 }  // namespace dqntrader::env

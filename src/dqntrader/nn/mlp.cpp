@@ -28,116 +28,195 @@ Matrix<T> first_rows(const Matrix<T>& m, std::size_t rows) {
   return Matrix<T>(m.data(), rows, m.extent(1));
 }
 
-// q[r][a] = o[r][0] + o[r][1 + a] - mean_b o[r][1 + b]
-void combine_dueling(const ExecSpace& space, const Matrix<const float>& o, const Matrix<float>& q,
-                     std::size_t rows) {
-  const std::size_t actions = q.extent(1);
+// The head in one pass, kLanes threads (a warp on CUDA) per row r of each copy c: o =
+// in(c, r, :) w_c + bias_c (copy c's weight and bias copy_stride values after copy c - 1's),
+// and q(c, r, :) = o, or with a dueling head q_a = o_0 + o_{1+a} - mean_b o_{1+b}. The lanes
+// take every kLanes-th input column, accumulate in registers and add their sums in a fixed
+// tree. It replaces cuBLASLt's two kernels for a head of a few columns (an unaligned split-K
+// product and its reduction) with one.
+#if defined(DQNTRADER_BACKEND_CUDA)
+constexpr int kLanes = 32, kRowsPerTeam = 4;
+#else
+constexpr int kLanes = 1, kRowsPerTeam = 1;
+#endif
+
+template <class T>
+void head_forward(const ExecSpace& space, const gemm::StridedBatch<const T>& in, std::size_t rows,
+                  const T* weight, const float* bias, std::size_t copy_stride,
+                  std::size_t head_width, bool dueling, const gemm::StridedBatch<float>& q) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = Policy::member_type;
+  using Scratch = TeamScratch<float>;
+  const std::size_t inputs = in.extent(2), actions = q.extent(2), all = q.extent(0) * rows;
+  const int width = static_cast<int>(head_width);
+  Policy policy(space, static_cast<int>((all + kRowsPerTeam - 1) / kRowsPerTeam),
+                kLanes * kRowsPerTeam);
+  policy.set_scratch_size(
+      0, Kokkos::PerTeam(Scratch::shmem_size(kMaxHeadWidth * kLanes * kRowsPerTeam)));
   Kokkos::parallel_for(
-      "dqntrader::nn::combine_dueling", Kokkos::RangePolicy<ExecSpace>(space, 0, rows),
-      KOKKOS_LAMBDA(const std::size_t r) {
+      "dqntrader::nn::head_forward", policy, KOKKOS_LAMBDA(const Member& member) {
+        const Scratch partial(member.team_scratch(0), kMaxHeadWidth * kLanes * kRowsPerTeam);
+        const int lane = member.team_rank() % kLanes, slot = member.team_rank() / kLanes;
+        const std::size_t at = static_cast<std::size_t>(member.league_rank()) * kRowsPerTeam + slot;
+        const std::size_t c = at / rows, r = at % rows;
+        float sum[kMaxHeadWidth] = {};
+        if (at < all) {
+          const T* const w = weight + c * copy_stride;
+          for (std::size_t j = static_cast<std::size_t>(lane); j < inputs; j += kLanes) {
+            const float x = to_float(in(c, r, j));
+            for (int a = 0; a < kMaxHeadWidth; ++a) {
+              if (a < width)
+                sum[a] += x * to_float(w[j * head_width + static_cast<std::size_t>(a)]);
+            }
+          }
+        }
+        // Row slot's sums at [slot][a][lane]; the tree over the lanes.
+        const int base = slot * kMaxHeadWidth * kLanes;
+        for (int a = 0; a < width; ++a)
+          partial(base + a * kLanes + lane) = sum[a];
+        for (int half = kLanes / 2; half > 0; half /= 2) {
+          member.team_barrier();
+          if (lane < half) {
+            for (int a = 0; a < width; ++a)
+              partial(base + a * kLanes + lane) += partial(base + a * kLanes + lane + half);
+          }
+        }
+        member.team_barrier();
+        if (lane != 0 || at >= all)
+          return;
+        auto o = [&](std::size_t a) {
+          return partial(base + static_cast<int>(a) * kLanes) + bias[c * copy_stride + a];
+        };
+        if (!dueling) {
+          for (std::size_t a = 0; a < actions; ++a)
+            q(c, r, a) = o(a);
+          return;
+        }
         float mean = 0.0f;
-        for (std::size_t a = 0; a < actions; ++a)
-          mean += o(r, 1 + a);
+        for (std::size_t a = 1; a <= actions; ++a)
+          mean += o(a);
         mean /= static_cast<float>(actions);
         for (std::size_t a = 0; a < actions; ++a)
-          q(r, a) = o(r, 0) + o(r, 1 + a) - mean;
+          q(c, r, a) = o(0) + o(a + 1) - mean;
       });
 }
 
-// The gradient through the dueling combination: dO_0 = sum_a dq_a, dO_{1+a} = dq_a - mean(dq).
-void dueling_backward(const ExecSpace& space, const Matrix<const float>& dq,
-                      const Matrix<float>& d_out, std::size_t rows) {
-  const std::size_t actions = dq.extent(1);
-  Kokkos::parallel_for(
-      "dqntrader::nn::dueling_backward", Kokkos::RangePolicy<ExecSpace>(space, 0, rows),
-      KOKKOS_LAMBDA(const std::size_t r) {
-        float sum = 0.0f;
-        for (std::size_t a = 0; a < actions; ++a)
-          sum += dq(r, a);
-        d_out(r, 0) = sum;
-        for (std::size_t a = 0; a < actions; ++a)
-          d_out(r, 1 + a) = dq(r, a) - sum / static_cast<float>(actions);
-      });
-}
+// The gradient before a layer's ReLU, x(r, j) = d loss / d h(r, j) for its output h:
+// read from a matrix, or computed from the head's output gradient g and weight w
+// (hidden x head width), x = g w^T, whose few columns make a product of their own wasteful.
+template <class TX>
+struct Loaded {
+  Matrix<const TX> x;
+  KOKKOS_INLINE_FUNCTION float operator()(std::size_t r, std::size_t j) const {
+    return to_float(x(r, j));
+  }
+};
 
-// One pass over a layer's output gradient: y = x, zeroed where h <= 0 when h is given (the
-// ReLU's derivative), stored in y when y is given (in place when y is x), and the bias
-// gradient bias_grad[j] = sum over rows of y[r][j]. A team takes kColumns adjacent columns
-// (neighbouring threads read neighbouring addresses) of one of kRowChunks chunks of rows;
-// its kGroups thread groups take every kGroups-th row of the chunk, kBatch rows at a time
-// (loaded before any is stored, so that the loads overlap). The team's sums go to
-// partials(chunk, column); the last team of a column tile adds its kRowChunks chunks in
-// order: the same sum, in the same order, on every backend and at every thread count.
+template <class T>
+struct ThroughHead {
+  Matrix<const T> g, w;
+  KOKKOS_INLINE_FUNCTION float operator()(std::size_t r, std::size_t j) const {
+    float sum = 0.0f;
+    for (std::size_t a = 0; a < g.extent(1); ++a)
+      sum += to_float(g(r, a)) * to_float(w(j, a));
+    return sum;
+  }
+};
+
+// One pass over a layer's output gradient: y = x, zeroed where h <= 0 (the ReLU's
+// derivative), in the compute type (y may be the matrix x reads), and the bias gradient
+// bias_grad[j] = sum over rows of y[r][j] as stored. With g (rows x e, e > 0), the head's
+// output gradient when h is the last hidden layer, also the head's weight gradient
+// weight_grad[j * e + a] = sum over rows of h[r][j] g[r][a] (h^T g).
+//
+// A team takes kColumns adjacent columns (neighbouring threads read neighbouring addresses)
+// of one of kRowChunks chunks of rows; its kGroups thread groups take every kGroups-th row of
+// the chunk, kBatch rows at a time (loaded before any is stored, so that the loads overlap).
+// The team's sums go to partials(chunk, s * columns + column) for sum s (0: the bias, 1 + a:
+// the weight's column a); the last team of a column tile adds its kRowChunks chunks in order:
+// the same sums, in the same order, on every backend and at every thread count.
 constexpr int kColumns = 32, kGroups = 16, kRowChunks = 8, kBatch = 8;
+constexpr int kThreads = kColumns * kGroups;
 
-template <class TX, class TH, class TY>
-void masked_column_sums(const ExecSpace& space, const Matrix<const TX>& x,
-                        const Matrix<const TH>& h, const Matrix<TY>& y, std::size_t rows,
-                        float* bias_grad, const Matrix<float>& partials,
+template <class Source, class T>
+void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<const T>& h,
+                        const Matrix<T>& y, std::size_t rows, float* bias_grad,
+                        const Matrix<const T>& g, float* weight_grad, const Matrix<float>& partials,
                         const Kokkos::View<int*, DeviceMemory>& arrivals) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Policy::member_type;
   using Scratch = TeamScratch<float>;
-  const std::size_t cols = x.extent(1);
-  const bool masked = h.extent(0) > 0, write = y.extent(0) > 0;
+  const std::size_t cols = h.extent(1), extras = g.extent(1);
+  const int sums = 1 + static_cast<int>(extras);
 #if defined(DQNTRADER_BACKEND_CUDA)
-  const int team = kColumns * kGroups;
+  const int team = kThreads;
 #else
   const int team = 1;
 #endif
   const std::size_t tiles = (cols + kColumns - 1) / kColumns;
   const std::size_t chunk = (rows + kRowChunks - 1) / kRowChunks;
   Policy policy(space, static_cast<int>(tiles * kRowChunks), team);
-  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(kColumns * kGroups)));
+  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(sums * kThreads)));
   Kokkos::parallel_for(
       "dqntrader::nn::masked_column_sums", policy, KOKKOS_LAMBDA(const Member& member) {
-        const Scratch partial(member.team_scratch(0), kColumns * kGroups);
+        const Scratch partial(member.team_scratch(0), sums * kThreads);
         const std::size_t tile = static_cast<std::size_t>(member.league_rank()) / kRowChunks;
         const std::size_t part = static_cast<std::size_t>(member.league_rank()) % kRowChunks;
         const std::size_t first = tile * kColumns, begin = part * chunk;
         const std::size_t end = begin + chunk < rows ? begin + chunk : rows;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kColumns * kGroups), [&](const int t) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kThreads), [&](const int t) {
           const std::size_t j = first + static_cast<std::size_t>(t % kColumns);
-          float sum = 0.0f;
+          float sum = 0.0f, extra[kMaxHeadWidth] = {};
           if (j < cols) {
             for (std::size_t r0 = begin + static_cast<std::size_t>(t / kColumns); r0 < end;
                  r0 += kGroups * kBatch) {
-              float value[kBatch];
+              float held[kBatch], value[kBatch];
               for (int k = 0; k < kBatch; ++k) {
                 const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
-                value[k] = r < end ? to_float(x(r, j)) : 0.0f;
-                if (masked && r < end && !(to_float(h(r, j)) > 0.0f))
-                  value[k] = 0.0f;
+                held[k] = r < end ? to_float(h(r, j)) : 0.0f;
+                value[k] = held[k] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f;
               }
               for (int k = 0; k < kBatch; ++k) {
                 const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
-                if (write && r < end)
-                  store(y(r, j), value[k]);
+                if (r >= end)
+                  break;
+                store(y(r, j), value[k]);
                 sum += value[k];
+                for (int e = 0; e < kMaxHeadWidth; ++e) {
+                  if (e < sums - 1)
+                    extra[e] += held[k] * to_float(g(r, static_cast<std::size_t>(e)));
+                }
               }
             }
           }
           partial(t) = sum;
+          for (int e = 1; e < sums; ++e)
+            partial(e * kThreads + t) = extra[e - 1];
         });
         member.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kColumns), [&](const int c) {
-          float sum = 0.0f;
-          for (int g = 0; g < kGroups; ++g)
-            sum += partial(g * kColumns + c);
-          if (first + c < cols)
-            partials(part, first + c) = sum;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, sums * kColumns), [&](const int c) {
+          const int e = c / kColumns, column = c % kColumns;
+          float total = 0.0f;
+          for (int group = 0; group < kGroups; ++group)
+            total += partial(e * kThreads + group * kColumns + column);
+          if (first + column < cols)
+            partials(part, e * cols + first + column) = total;
         });
         if (!last_to_arrive(member, &arrivals(tile), kRowChunks))
           return;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kColumns), [&](const int c) {
-          const std::size_t j = first + static_cast<std::size_t>(c);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, sums * kColumns), [&](const int c) {
+          const std::size_t e = static_cast<std::size_t>(c / kColumns);
+          const std::size_t j = first + static_cast<std::size_t>(c % kColumns);
           if (j >= cols)
             return;
-          const volatile float* const column = partials.data() + j;
-          float sum = 0.0f;
+          const volatile float* const column = partials.data() + e * cols + j;
+          float total = 0.0f;
           for (int p = 0; p < kRowChunks; ++p)
-            sum += column[p * partials.extent(1)];
-          bias_grad[j] = sum;
+            total += column[p * partials.extent(1)];
+          if (e == 0)
+            bias_grad[j] = total;
+          else
+            weight_grad[j * extras + e - 1] = total;
         });
       });
 }
@@ -155,26 +234,25 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
                      to_string(precision));
   }
   m_head_width = spec.dueling ? spec.actions + 1 : spec.actions;
+  if (m_head_width > static_cast<std::size_t>(kMaxHeadWidth)) {
+    throw InputError("the training network's head has at most " + std::to_string(kMaxHeadWidth) +
+                     " outputs, not " + std::to_string(m_head_width));
+  }
   std::size_t widest = spec.state_size();
   for (std::size_t w : spec.hidden) {
     m_hidden_copies.push_back(Kokkos::View<T*, DeviceMemory>(
         Kokkos::view_alloc(space, std::string("dqntrader::nn::hidden")), copies * max_rows * w));
     widest = std::max(widest, w);
   }
-  m_head_out_copies = Kokkos::View<float*, DeviceMemory>(
-      Kokkos::view_alloc(space, std::string("dqntrader::nn::head_out")),
-      copies * max_rows * m_head_width);
-  m_head_grad = Matrix<float>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad")),
-                              max_rows, m_head_width);
-  m_head_grad_t = Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad_t")),
-                            max_rows, m_head_width);
+  m_head_grad = Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad")),
+                          max_rows, m_head_width);
   m_grad_a =
       Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::grad_a")), max_rows, widest);
   m_grad_b =
       Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::grad_b")), max_rows, widest);
-  widest = std::max(widest, m_head_width);
-  m_column_partials = Matrix<float>(
-      Kokkos::view_alloc(space, std::string("dqntrader::nn::column_partials")), kRowChunks, widest);
+  m_column_partials =
+      Matrix<float>(Kokkos::view_alloc(space, std::string("dqntrader::nn::column_partials")),
+                    kRowChunks, (1 + m_head_width) * widest);
   m_column_arrivals = Kokkos::View<int*, DeviceMemory>(
       Kokkos::view_alloc(space, std::string("dqntrader::nn::column_arrivals")),
       (widest + kColumns - 1) / kColumns);
@@ -183,11 +261,6 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
 template <class T>
 Matrix<T> Mlp<T>::hidden(std::size_t layer, std::size_t rows) const {
   return Matrix<T>(m_hidden_copies[layer].data(), rows, m_layout.spec().hidden[layer]);
-}
-
-template <class T>
-Matrix<float> Mlp<T>::head_out(std::size_t rows) const {
-  return Matrix<float>(m_head_out_copies.data(), rows, m_head_width);
 }
 
 template <class T>
@@ -241,27 +314,9 @@ void Mlp<T>::forward_pair(const ExecSpace& space, const Weights<T>& w, std::size
     in = out;
   }
   const std::size_t head = spec.hidden.size();
-  const gemm::StridedBatch<const T> head_weight = weights(m_layout.weight(head));
-  const Tensor& bias = m_layout.bias(head);
-  gemm::Epilogue<float> epilogue;
-  epilogue.bias = Kokkos::View<const float*, DeviceMemory>(w.master.data() + bias.offset,
-                                                           target_offset + bias.size());
-  epilogue.bias_stride = target_offset;
-  const std::size_t q_stride = q.extent(1) * q.extent(2);
-  if (spec.dueling) {
-    gemm::product_batched<T, float>(
-        space, m_precision, in, head_weight,
-        pair(m_head_out_copies.data(), m_max_rows * m_head_width, m_head_width), epilogue);
-    for (std::size_t c = 0; c < 2; ++c) {
-      combine_dueling(space,
-                      Matrix<const float>(m_head_out_copies.data() + c * m_max_rows * m_head_width,
-                                          rows, m_head_width),
-                      Matrix<float>(q.data() + c * q_stride, rows, spec.actions), rows);
-    }
-  } else {
-    gemm::product_batched<T, float>(space, m_precision, in, head_weight,
-                                    pair(q.data(), q_stride, spec.actions), epilogue);
-  }
+  head_forward<T>(space, in, rows, w.working.data() + m_layout.weight(head).offset,
+                  w.master.data() + m_layout.bias(head).offset, target_offset, m_head_width,
+                  spec.dueling, pair(q.data(), q.extent(1) * q.extent(2), spec.actions));
 }
 
 template <class T>
@@ -283,21 +338,25 @@ void Mlp<T>::forward(const ExecSpace& space, const Weights<T>& w, const Matrix<c
     in = out;
   }
   const std::size_t head = spec.hidden.size();
-  gemm::Epilogue<float> epilogue;
-  epilogue.bias = vector_of(w.master, m_layout.bias(head));
-  if (spec.dueling) {
-    const Matrix<float> out = head_out(rows);
-    product(space, Op::none, Op::none, in, block(w.working, m_layout.weight(head)), out, epilogue);
-    combine_dueling(space, out, q, rows);
-  } else {
-    product(space, Op::none, Op::none, in, block(w.working, m_layout.weight(head)),
-            first_rows(q, rows), epilogue);
-  }
+  head_forward<T>(space, MatrixBatch<const T>(in.data(), 1, rows, in.extent(1)), rows,
+                  w.working.data() + m_layout.weight(head).offset,
+                  w.master.data() + m_layout.bias(head).offset, 0, m_head_width, spec.dueling,
+                  MatrixBatch<float>(q.data(), 1, rows, spec.actions));
 }
 
 template <class T>
-void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, const Matrix<const float>& dq,
-                      std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads) {
+OutputGradient<T> Mlp<T>::output_gradient(std::size_t rows,
+                                          const Kokkos::View<float*, DeviceMemory>& grads) const {
+  if (rows > m_max_rows || grads.extent(0) != m_layout.size())
+    throw InputError("Mlp::output_gradient: rows or gradient buffer do not match the network");
+  const Tensor& bias = m_layout.bias(m_layout.spec().hidden.size());
+  return OutputGradient<T>{first_rows(m_head_grad, rows), grads.data() + bias.offset,
+                           m_layout.spec().dueling};
+}
+
+template <class T>
+void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, std::size_t rows,
+                      const Kokkos::View<float*, DeviceMemory>& grads) {
   const NetworkSpec& spec = m_layout.spec();
   if (rows > m_max_rows || grads.extent(0) != m_layout.size()) {
     throw InputError("Mlp::backward: rows or gradient buffer do not match the network");
@@ -305,45 +364,34 @@ void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, const Matrix<
   auto grad_block = [&](const Tensor& t) {
     return Matrix<float>(grads.data() + t.offset, t.rows, t.cols);
   };
+  auto bias_grad = [&](std::size_t l) { return grads.data() + m_layout.bias(l).offset; };
+  // The head, from the loss's output gradient g (the head's bias gradient is the loss's):
+  // in one pass, dZ of the last hidden layer, (g W^T) * relu'(Z), its bias gradient and the
+  // head's weight gradient H^T g (g's few columns make products of their own wasteful).
   const std::size_t head = spec.hidden.size();
-  // The head: d loss / d outputs, its bias and weight gradients, and dH of the last layer.
-  Matrix<const float> d_out = Matrix<const float>(dq.data(), rows, dq.extent(1));
-  if (spec.dueling) {
-    dueling_backward(space, dq, first_rows(m_head_grad, rows), rows);
-    d_out = first_rows(m_head_grad, rows);
-  }
-  // The head's bias gradient, and d_out in the compute type for the products.
-  Matrix<const T> d_out_t;
-  float* const head_bias_grad = grads.data() + m_layout.bias(head).offset;
-  if constexpr (std::is_same<T, float>::value) {
-    masked_column_sums(space, d_out, Matrix<const T>(), Matrix<float>(), rows, head_bias_grad,
-                       m_column_partials, m_column_arrivals);
-    d_out_t = d_out;
-  } else {
-    masked_column_sums(space, d_out, Matrix<const T>(), first_rows(m_head_grad_t, rows), rows,
-                       head_bias_grad, m_column_partials, m_column_arrivals);
-    d_out_t = first_rows(m_head_grad_t, rows);
-  }
-  Matrix<const T> last = hidden(head - 1, rows);
-  product(space, Op::transpose, Op::none, last, d_out_t, grad_block(m_layout.weight(head)), {});
-  Matrix<T> dh(m_grad_a.data(), rows, spec.hidden.back());
-  product(space, Op::none, Op::transpose, d_out_t, block(w.working, m_layout.weight(head)), dh, {});
-  // Hidden layers, last to first: dZ = dH * relu'(Z), db = column sums, dW = H_in^T dZ,
-  // dH_in = dZ W^T.
+  const Matrix<const T> g = first_rows(m_head_grad, rows);
+  const Matrix<const T> last = hidden(head - 1, rows);
+  Matrix<T> dz(m_grad_a.data(), rows, spec.hidden.back());
+  masked_column_sums(space, ThroughHead<T>{g, block(w.working, m_layout.weight(head))}, last, dz,
+                     rows, bias_grad(head - 1), g, grads.data() + m_layout.weight(head).offset,
+                     m_column_partials, m_column_arrivals);
+  // Hidden layers, last to first: dW = H_in^T dZ; then dH_in = dZ W^T, and the layer below's
+  // dZ = dH_in * relu'(Z_in) and its bias gradient, in place.
   T* spare = m_grad_b.data();
   for (std::size_t l = head; l-- > 0;) {
-    masked_column_sums(space, Matrix<const T>(dh), Matrix<const T>(hidden(l, rows)), dh, rows,
-                       grads.data() + m_layout.bias(l).offset, m_column_partials,
-                       m_column_arrivals);
     const Matrix<const T> input =
         l == 0 ? first_rows(m_states, rows) : Matrix<const T>(hidden(l - 1, rows));
-    product(space, Op::transpose, Op::none, input, dh, grad_block(m_layout.weight(l)), {});
-    if (l > 0) {
-      Matrix<T> next(spare, rows, spec.hidden[l - 1]);
-      product(space, Op::none, Op::transpose, dh, block(w.working, m_layout.weight(l)), next, {});
-      spare = dh.data();
-      dh = next;
-    }
+    product(space, Op::transpose, Op::none, input, Matrix<const T>(dz),
+            grad_block(m_layout.weight(l)), {});
+    if (l == 0)
+      break;
+    Matrix<T> next(spare, rows, spec.hidden[l - 1]);
+    product(space, Op::none, Op::transpose, Matrix<const T>(dz),
+            block(w.working, m_layout.weight(l)), next, {});
+    masked_column_sums(space, Loaded<T>{next}, input, next, rows, bias_grad(l - 1),
+                       Matrix<const T>(), nullptr, m_column_partials, m_column_arrivals);
+    spare = dz.data();
+    dz = next;
   }
 }
 

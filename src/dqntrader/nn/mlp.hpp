@@ -2,7 +2,10 @@
 //
 // Parameters live in one flat float buffer (ParameterLayout); the products read a working
 // copy in the compute type T (bf16 on CUDA by default, else the float buffer itself). Hidden
-// biases are read from the working copy, the head's bias from the float buffer.
+// biases are read from the working copy, the head's bias from the float buffer. The hidden
+// layers are products (backends/gemm.hpp); the head, a few columns wide, runs in passes of
+// its own: its forward (with a dueling head's combination) in one, and its backward inside
+// the last hidden layer's gradient pass.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +24,54 @@ struct Weights {
   Kokkos::View<const T*, DeviceMemory> working;     // the layout, in the compute type
   Kokkos::View<const float*, DeviceMemory> master;  // the layout, float
 };
+
+/// Where a loss writes d loss / d Q for backward(): row by row through write_row, which maps
+/// it through a dueling head's combination and stores the head's output gradient in the
+/// compute type, and once through write_bias with the column sums of d loss / d Q (over the
+/// rows written), which gives the head's bias gradient. The loss's kernel calls both, so
+/// that no pass of its own converts or sums the gradient.
+template <class T>
+struct OutputGradient {
+  Matrix<T> head;         // d loss / d head outputs: rows x head width
+  float* bias = nullptr;  // the head's bias gradient, head-width values
+  bool dueling = false;
+
+  KOKKOS_INLINE_FUNCTION std::size_t actions() const {
+    return dueling ? head.extent(1) - 1 : head.extent(1);
+  }
+  /// dq(a) = d loss / d Q(row)[a] for a < actions(). Dueling, Q_a = V + A_a - mean(A):
+  /// dV = sum_a dq_a, dA_a = dq_a - mean(dq).
+  template <class Row>
+  KOKKOS_INLINE_FUNCTION void write_row(std::size_t row, const Row& dq) const {
+    write(dq, [&](std::size_t column, float value) { store(head(row, column), value); });
+  }
+  /// sums(a) = the sum over rows of dq(a); the same map, the bias being added to every row.
+  template <class Sums>
+  KOKKOS_INLINE_FUNCTION void write_bias(const Sums& sums) const {
+    write(sums, [&](std::size_t column, float value) { bias[column] = value; });
+  }
+
+ private:
+  template <class Row, class Out>
+  KOKKOS_INLINE_FUNCTION void write(const Row& dq, const Out& out) const {
+    const std::size_t n = actions();
+    if (!dueling) {
+      for (std::size_t a = 0; a < n; ++a)
+        out(a, static_cast<float>(dq(a)));
+      return;
+    }
+    double sum = 0.0;
+    for (std::size_t a = 0; a < n; ++a)
+      sum += static_cast<double>(dq(a));
+    out(0, static_cast<float>(sum));
+    for (std::size_t a = 0; a < n; ++a)
+      out(1 + a, static_cast<float>(static_cast<double>(dq(a)) - sum / static_cast<double>(n)));
+  }
+};
+
+/// The most head outputs (actions, plus one with a dueling head) Mlp takes: its head passes
+/// keep one sum per output in registers.
+constexpr int kMaxHeadWidth = 8;
 
 template <class T>
 class Mlp {
@@ -42,11 +93,16 @@ class Mlp {
   void forward_pair(const ExecSpace& space, const Weights<T>& w, std::size_t target_offset,
                     const Matrix<const T>& states, std::size_t rows, const MatrixBatch<float>& q);
 
-  /// Writes into grads (flat, float, same layout) the gradient, with respect to every
-  /// parameter, of sum over r < rows, a of dq[r][a] * Q(states[r])[a], for the states of the
-  /// last forward() (rows <= its rows).
-  void backward(const ExecSpace& space, const Weights<T>& w, const Matrix<const float>& dq,
-                std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads);
+  /// Where the loss writes d loss / d Q for the first rows states of the last forward() and
+  /// the head's bias gradient in grads (flat, float, the parameter layout).
+  OutputGradient<T> output_gradient(std::size_t rows,
+                                    const Kokkos::View<float*, DeviceMemory>& grads) const;
+
+  /// Completes grads: the gradient, with respect to every parameter, of sum over r < rows, a
+  /// of dq[r][a] * Q(states[r])[a], for the states of the last forward() and the dq written
+  /// through output_gradient(rows, grads) before.
+  void backward(const ExecSpace& space, const Weights<T>& w, std::size_t rows,
+                const Kokkos::View<float*, DeviceMemory>& grads);
 
   const ParameterLayout& layout() const { return m_layout; }
 
@@ -58,20 +114,16 @@ class Mlp {
 
   // The first copy's first rows: the activations backward() uses.
   Matrix<T> hidden(std::size_t layer, std::size_t rows) const;
-  Matrix<float> head_out(std::size_t rows) const;
 
   ParameterLayout m_layout;
   Precision m_precision;
   std::size_t m_max_rows, m_copies, m_head_width;
   Matrix<const T> m_states;
-  // Post-ReLU activations per hidden layer and, with a dueling head, [V | A] before
-  // combining: [copy][row][column], max_rows rows a copy.
+  // Post-ReLU activations per hidden layer: [copy][row][column], max_rows rows a copy.
   std::vector<Kokkos::View<T*, DeviceMemory>> m_hidden_copies;
-  Kokkos::View<float*, DeviceMemory> m_head_out_copies;
-  Matrix<float> m_head_grad;        // d loss / d head outputs
-  Matrix<T> m_head_grad_t;          // the same in the compute type
+  Matrix<T> m_head_grad;            // d loss / d head outputs, written by the loss
   Matrix<T> m_grad_a, m_grad_b;     // activation gradients, ping-pong
-  Matrix<float> m_column_partials;  // bias gradients: partial sums per chunk of rows
+  Matrix<float> m_column_partials;  // gradient sums per chunk of rows
   Kokkos::View<int*, DeviceMemory> m_column_arrivals;  // chunks summed, per column tile
 };
 

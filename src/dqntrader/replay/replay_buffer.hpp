@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dqntrader/core/random.hpp"
 #include "dqntrader/core/types.hpp"
 
 namespace dqntrader::replay {
@@ -21,9 +22,16 @@ struct Ring {
   Kokkos::View<std::uint8_t*, DeviceMemory> last;  // 1 when the episode ended with this step
 };
 
-/// A drawn batch: everything the TD target needs. The next state is (next_bar,
+/// One drawn transition: everything the TD target needs. The next state is (next_bar,
 /// next_position); return_n already sums the discounted rewards, and discount is gamma^h
 /// for the h bars summed.
+struct Sample {
+  std::int32_t bar, next_bar;
+  std::int8_t position, action, next_position;
+  float return_n, discount;
+};
+
+/// A drawn batch, one Sample per entry.
 struct Batch {
   Kokkos::View<std::int32_t*, DeviceMemory> bar, next_bar;
   Kokkos::View<std::int8_t*, DeviceMemory> position, action, next_position;
@@ -32,6 +40,58 @@ struct Batch {
   Batch() = default;
   Batch(const ExecSpace& space, std::size_t size);
   std::size_t size() const { return bar.extent(0); }
+  KOKKOS_INLINE_FUNCTION void store(std::size_t i, const Sample& s) const {
+    bar(i) = s.bar;
+    next_bar(i) = s.next_bar;
+    position(i) = s.position;
+    action(i) = s.action;
+    next_position(i) = s.next_position;
+    return_n(i) = s.return_n;
+    discount(i) = s.discount;
+  }
+};
+
+/// Draws a batch's i-th sample, in device code, uniformly among the transitions whose
+/// n-step window is complete and still in the ring, with the counter-based generator: the
+/// draw-th use of seed (draw read from the device when called, so that a replayed graph
+/// draws anew). Transitions must exist.
+struct ReplaySampler {
+  Ring ring;
+  Kokkos::View<const std::int64_t, DeviceMemory> total, draw;
+  std::int64_t capacity, stride;  // stride: the environments
+  int n_step;
+  float gamma;
+  std::uint64_t seed;
+
+  KOKKOS_INLINE_FUNCTION Sample operator()(std::size_t i) const {
+    const std::int64_t written = total();
+    const std::int64_t first = written > capacity ? written - capacity : 0;
+    const std::int64_t end = written - (n_step - 1) * stride;
+    const std::uint64_t bits =
+        counter_random(seed, 0x5245504Cull ^ static_cast<std::uint64_t>(draw()), i);
+    const std::int64_t span = end - first;
+    const std::int64_t logical =
+        first + static_cast<std::int64_t>(to_unit_double(bits) * static_cast<double>(span));
+    const std::int64_t start = logical < end ? logical : end - 1;
+    float sum = 0.0f, factor = 1.0f;
+    std::int64_t at = start;
+    for (int h = 0; h < n_step; ++h) {
+      at = start + h * stride;
+      const std::int64_t slot = at % capacity;
+      sum += factor * ring.reward(slot);
+      factor *= gamma;
+      if (ring.last(slot))
+        break;
+    }
+    const std::int64_t slot0 = start % capacity, slot_end = at % capacity;
+    return Sample{ring.bar(slot0),
+                  ring.bar(slot_end) + 1,
+                  ring.position(slot0),
+                  ring.action(slot0),
+                  ring.action(slot_end),
+                  sum,
+                  factor};
+  }
 };
 
 class ReplayBuffer {
@@ -47,15 +107,9 @@ class ReplayBuffer {
   /// Transitions written so far (device counter).
   Kokkos::View<std::int64_t, DeviceMemory> total() const { return m_total; }
 
-  /// Enqueues total += environments (after the environments wrote their step) and, in the
-  /// same kernel, steps += 1: the caller's device count of environment steps.
-  void advance(const ExecSpace& space, const Kokkos::View<std::int64_t, DeviceMemory>& steps) const;
-
-  /// Draws batch.size() transitions uniformly among those whose n-step window is complete
-  /// and still in the ring, with the counter-based generator: the draw-th use of seed (draw
-  /// read from the device, so a replayed graph draws anew). Transitions must exist.
-  void sample(const ExecSpace& space, std::uint64_t seed,
-              const Kokkos::View<const std::int64_t, DeviceMemory>& draw, const Batch& batch) const;
+  /// The sampler of the draw-th batch of seed (see ReplaySampler).
+  ReplaySampler sampler(std::uint64_t seed,
+                        const Kokkos::View<const std::int64_t, DeviceMemory>& draw) const;
 
   /// Logical range [first, end) that sample() draws from, given the total written.
   std::int64_t first_sampleable(std::int64_t total) const;

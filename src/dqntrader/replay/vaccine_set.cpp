@@ -7,7 +7,6 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
-#include "dqntrader/core/random.hpp"
 
 namespace dqntrader::replay {
 
@@ -46,37 +45,6 @@ VaccineSet::VaccineSet(const ExecSpace& space, const std::vector<double>& close,
 std::vector<std::int32_t> VaccineSet::stress_bars() const {
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_bars);
   return std::vector<std::int32_t>(host.data(), host.data() + host.extent(0));
-}
-
-void VaccineSet::sample(const ExecSpace& space, std::uint64_t seed,
-                        const Kokkos::View<const std::int64_t, DeviceMemory>& draw,
-                        const Batch& batch) const {
-  const auto bars = m_bars;
-  const RewardModel rewards = m_rewards;
-  const Batch out = batch;
-  const float gamma = m_gamma;
-  const std::uint64_t positions = rewards.positions.extent(0);
-  const std::uint64_t combinations = bars.extent(0) * positions * positions;
-  Kokkos::parallel_for(
-      "dqntrader::replay::vaccine_sample", Kokkos::RangePolicy<ExecSpace>(space, 0, batch.size()),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const std::uint64_t bits =
-            counter_random(seed, 0x56414343ull ^ static_cast<std::uint64_t>(draw()), i);
-        std::uint64_t pick =
-            static_cast<std::uint64_t>(to_unit_double(bits) * static_cast<double>(combinations));
-        if (pick >= combinations)
-          pick = combinations - 1;
-        const int action = static_cast<int>(pick % positions);
-        const int position = static_cast<int>((pick / positions) % positions);
-        const std::int32_t bar = bars(pick / (positions * positions));
-        out.bar(i) = bar;
-        out.position(i) = static_cast<std::int8_t>(position);
-        out.action(i) = static_cast<std::int8_t>(action);
-        out.return_n(i) = rewards(static_cast<std::size_t>(bar), position, action);
-        out.discount(i) = gamma;
-        out.next_bar(i) = bar + 1;
-        out.next_position(i) = static_cast<std::int8_t>(action);
-      });
 }
 
 }  // namespace dqntrader::replay

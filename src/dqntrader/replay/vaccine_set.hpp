@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dqntrader/core/random.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
 
@@ -41,9 +42,42 @@ class VaccineSet {
   /// The stress bars (host copy), ascending.
   std::vector<std::int32_t> stress_bars() const;
 
-  /// Draws batch.size() transitions uniformly from the set, the draw-th use of seed.
-  void sample(const ExecSpace& space, std::uint64_t seed,
-              const Kokkos::View<const std::int64_t, DeviceMemory>& draw, const Batch& batch) const;
+  /// Draws a batch's i-th sample, in device code, uniformly from the set: the draw-th use
+  /// of seed (draw read from the device when called).
+  struct Sampler {
+    Kokkos::View<const std::int32_t*, DeviceMemory> bars;
+    RewardModel rewards;
+    Kokkos::View<const std::int64_t, DeviceMemory> draw;
+    float gamma;
+    std::uint64_t seed;
+
+    KOKKOS_INLINE_FUNCTION Sample operator()(std::size_t i) const {
+      const std::uint64_t positions = rewards.positions.extent(0);
+      const std::uint64_t combinations = bars.extent(0) * positions * positions;
+      const std::uint64_t bits =
+          counter_random(seed, 0x56414343ull ^ static_cast<std::uint64_t>(draw()), i);
+      std::uint64_t pick =
+          static_cast<std::uint64_t>(to_unit_double(bits) * static_cast<double>(combinations));
+      if (pick >= combinations)
+        pick = combinations - 1;
+      const int action = static_cast<int>(pick % positions);
+      const int position = static_cast<int>((pick / positions) % positions);
+      const std::int32_t bar = bars(pick / (positions * positions));
+      return Sample{bar,
+                    bar + 1,
+                    static_cast<std::int8_t>(position),
+                    static_cast<std::int8_t>(action),
+                    static_cast<std::int8_t>(action),
+                    rewards(static_cast<std::size_t>(bar), position, action),
+                    gamma};
+    }
+  };
+
+  /// The sampler of the draw-th batch of seed.
+  Sampler sampler(std::uint64_t seed,
+                  const Kokkos::View<const std::int64_t, DeviceMemory>& draw) const {
+    return Sampler{m_bars, m_rewards, draw, m_gamma, seed};
+  }
 
  private:
   Kokkos::View<std::int32_t*, DeviceMemory> m_bars;

@@ -209,7 +209,6 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_q = MatrixBatch<float>(alloc("dqntrader::train::q"), 2, online_rows, a);
     m_q_online = Matrix<float>(m_q.data(), online_rows, a);
     m_q_target = Matrix<float>(m_q.data() + online_rows * a, online_rows, a);
-    m_dq = Matrix<float>(alloc("dqntrader::train::dq"), b, a);
     m_loss = Kokkos::View<LossSums, DeviceMemory>(alloc("dqntrader::train::loss"));
     m_sums = Kokkos::View<LossTotals, DeviceMemory>(alloc("dqntrader::train::epoch_sums"));
     m_probe_sums = Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::probe_sums"),
@@ -480,12 +479,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     const env::StateSource environments{m_env->bars(), m_env->positions()};
     Matrix<const float> env_q;
     if (ready) {
-      draw_batch();
-      env::assemble_states(m_space, Matrix<const T>(m_features),
-                           env::StateSources<3>{{{m_batch.bar, m_batch.position},
-                                                 {m_batch.next_bar, m_batch.next_position},
-                                                 environments}},
-                           m_states);
+      assemble_learning_states(environments);
       m_net->forward_pair(m_space, pair_weights(), m_target_offset, m_states, 2 * b + e, m_q);
       env_q = rows_of(Matrix<const float>(m_q_online), 2 * b, e);
     } else {
@@ -494,22 +488,25 @@ class EngineImpl final : public DqnTrainer::Engine {
       m_net->forward(m_space, online_weights(), m_states, e, m_q_online);
       env_q = rows_of(Matrix<const float>(m_q_online), 0, e);
     }
-    m_env->step(m_space, env_q, *m_replay, m_step);
-    m_replay->advance(m_space, m_step);  // and the step counter, which nothing after reads
+    m_env->step(m_space, env_q, *m_replay, m_step);  // and advances the replay and m_step
     ++m_steps;
     if (ready)
       learn(b);
   }
 
-  // The batch of this learning step: from the vaccine set every vaccine_interval-th step.
-  void draw_batch() {
+  // Draws the batch of this learning step, from the vaccine set every vaccine_interval-th
+  // step, and assembles its states and the environments' in one kernel.
+  void assemble_learning_states(const env::StateSource& environments) {
     const TrainConfig& c = config;
     const std::int64_t learning_step = m_learning_steps + 1;
+    const Matrix<const T> features(m_features);
     if (c.vaccine_interval > 0 &&
         learning_step % static_cast<std::int64_t>(c.vaccine_interval) == 0) {
-      m_vaccine->sample(m_space, c.seed, m_step, m_batch);
+      env::assemble_learning_states(m_space, features, m_vaccine->sampler(c.seed, m_step), m_batch,
+                                    environments, m_states);
     } else {
-      m_replay->sample(m_space, c.seed, m_step, m_batch);
+      env::assemble_learning_states(m_space, features, m_replay->sampler(c.seed, m_step), m_batch,
+                                    environments, m_states);
     }
   }
 
@@ -520,9 +517,9 @@ class EngineImpl final : public DqnTrainer::Engine {
     if (m_fault == "batch")
       write_nan(m_space, m_batch.return_n, 1);
     td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b),
-            rows_of(Matrix<const float>(m_q_target), b, b), m_batch, c.huber_delta, m_dq, m_loss,
-            m_sums);
-    m_net->backward(m_space, online_weights(), m_dq, b, m_grads);
+            rows_of(Matrix<const float>(m_q_target), b, b), m_batch, c.huber_delta,
+            m_net->output_gradient(b, m_grads), m_loss, m_sums);
+    m_net->backward(m_space, online_weights(), b, m_grads);
     if (m_fault == "gradient")
       write_nan(m_space, m_grads, 1);
     m_adam->step(m_space, m_online, m_grads, m_online_working);
@@ -577,7 +574,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   replay::Batch m_batch;
   Matrix<T> m_states;      // [s; s'; the environments' states]
   MatrixBatch<float> m_q;  // [online | target] Q-values
-  Matrix<float> m_q_online, m_q_target, m_dq;
+  Matrix<float> m_q_online, m_q_target;
   Kokkos::View<LossSums, DeviceMemory> m_loss;
   Kokkos::View<LossTotals, DeviceMemory> m_sums;  // the epoch's, read once per epoch
   Kokkos::View<double*, DeviceMemory> m_probe_sums;

@@ -13,21 +13,41 @@ using Scratch = TeamScratch<double>;
 
 // One team: each thread takes every n-th sample, kRows samples at a time (their loads
 // issued before the arithmetic, so that they overlap), then the tree adds the threads' sums
-// of the loss, of Q and of the non-finite count.
+// of the loss, of Q, of the non-finite count and, per action, of the gradient.
 constexpr int kRows = 4;
+constexpr int kTotals = 3;  // loss, Q, non-finite; then one sum per action
 
+// d loss / d Q of one sample: `value` at the action taken, zero elsewhere.
+struct OneHot {
+  std::size_t taken;
+  float value;
+  KOKKOS_INLINE_FUNCTION float operator()(std::size_t a) const { return a == taken ? value : 0.0f; }
+};
+
+template <class Values>
+struct Row {
+  Values values;
+  int n;
+  KOKKOS_INLINE_FUNCTION double operator()(std::size_t a) const {
+    return values((kTotals + static_cast<int>(a)) * n);
+  }
+};
+
+template <class T>
 struct TdLoss {
   Matrix<const float> q_online, q_target;
   replay::Batch batch;
   double delta;
-  Matrix<float> dq;
+  nn::OutputGradient<T> gradient;
   Kokkos::View<LossSums, DeviceMemory> sums;
   Kokkos::View<LossTotals, DeviceMemory> totals;
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     const int n = member.team_size(), t = member.team_rank();
-    const Scratch partial(member.team_scratch(0), 3 * n);
-    const std::size_t batch_size = dq.extent(0), actions = dq.extent(1);
+    const std::size_t batch_size = gradient.head.extent(0), actions = gradient.actions();
+    const Scratch partial(member.team_scratch(0), (kTotals + actions) * n);
+    for (std::size_t a = 0; a < actions; ++a)
+      partial((kTotals + static_cast<int>(a)) * n + t) = 0.0;
     double loss = 0.0, q_sum = 0.0, non_finite = 0.0;
     for (std::size_t i0 = static_cast<std::size_t>(t); i0 < batch_size;
          i0 += static_cast<std::size_t>(n) * kRows) {
@@ -54,10 +74,10 @@ struct TdLoss {
         const double q = q_online(i, taken[k]);
         const double d = q - target;
         const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
-        for (std::size_t a = 0; a < actions; ++a) {
-          dq(i, a) =
-              a == taken[k] ? static_cast<float>(clipped / static_cast<double>(batch_size)) : 0.0f;
-        }
+        const float dq = static_cast<float>(clipped / static_cast<double>(batch_size));
+        gradient.write_row(i, OneHot{taken[k], dq});
+        if (taken[k] < actions)
+          partial((kTotals + static_cast<int>(taken[k])) * n + t) += static_cast<double>(dq);
         loss += huber(d, delta);
         q_sum += q;
         if (!(compat::kmath::fabs(d) <= compat::max_double))
@@ -67,8 +87,9 @@ struct TdLoss {
     partial(t) = loss;
     partial(n + t) = q_sum;
     partial(2 * n + t) = non_finite;
-    team_tree_sum(member, partial, 3);
+    team_tree_sum(member, partial, kTotals + static_cast<int>(actions));
     if (t == 0) {
+      gradient.write_bias(Row<Scratch>{partial, n});
       sums() = LossSums{partial(0), partial(n), partial(2 * n) == 0.0 ? 1.0 : 0.0};
       LossTotals& total = totals();
       total.loss += partial(0);
@@ -80,15 +101,27 @@ struct TdLoss {
 
 }  // namespace
 
+template <class T>
 void td_loss(const ExecSpace& space, const Matrix<const float>& q_online,
              const Matrix<const float>& q_target, const replay::Batch& batch, double huber_delta,
-             const Matrix<float>& dq, const Kokkos::View<LossSums, DeviceMemory>& sums,
+             const nn::OutputGradient<T>& gradient,
+             const Kokkos::View<LossSums, DeviceMemory>& sums,
              const Kokkos::View<LossTotals, DeviceMemory>& totals) {
   const int team = tree_sum_team_size();
   Policy policy(space, 1, team);
-  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(3 * team)));
+  policy.set_scratch_size(
+      0, Kokkos::PerTeam(Scratch::shmem_size((kTotals + gradient.actions()) * team)));
   Kokkos::parallel_for("dqntrader::train::td_loss", policy,
-                       TdLoss{q_online, q_target, batch, huber_delta, dq, sums, totals});
+                       TdLoss<T>{q_online, q_target, batch, huber_delta, gradient, sums, totals});
 }
+
+template void td_loss(const ExecSpace&, const Matrix<const float>&, const Matrix<const float>&,
+                      const replay::Batch&, double, const nn::OutputGradient<float>&,
+                      const Kokkos::View<LossSums, DeviceMemory>&,
+                      const Kokkos::View<LossTotals, DeviceMemory>&);
+template void td_loss(const ExecSpace&, const Matrix<const float>&, const Matrix<const float>&,
+                      const replay::Batch&, double, const nn::OutputGradient<bf16>&,
+                      const Kokkos::View<LossSums, DeviceMemory>&,
+                      const Kokkos::View<LossTotals, DeviceMemory>&);
 
 }  // namespace dqntrader::train

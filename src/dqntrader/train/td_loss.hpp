@@ -5,9 +5,12 @@
 //   loss = mean over the batch of huber(d), huber(d) = d^2 / 2 if |d| <= delta,
 //          delta (|d| - delta / 2) otherwise
 //   dL/dQ_online(s, a) = clamp(d, -delta, delta) / B, zero for the other actions.
+// The gradient goes straight to where the network's backward pass reads it (with the head's
+// bias gradient, the gradient's column sums), so no other kernel touches it.
 #pragma once
 
 #include "dqntrader/core/types.hpp"
+#include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
 
 namespace dqntrader::train {
@@ -26,11 +29,14 @@ struct LossTotals {
 };
 
 /// q_online: at least 2B rows, [0, B) for the states s and [B, 2B) for the next states s';
-/// q_target: B rows for s'. Writes dq (B rows) and the batch's sums into sums, and adds
-/// them to totals (all on the device). One kernel; the sums are taken in a fixed order.
+/// q_target: B rows for s'. Writes dL/dQ_online(s) (B rows) through gradient, the batch's
+/// sums into sums, and adds them to totals (all on the device). One kernel; the sums are
+/// taken in a fixed order.
+template <class T>
 void td_loss(const ExecSpace& space, const Matrix<const float>& q_online,
              const Matrix<const float>& q_target, const replay::Batch& batch, double huber_delta,
-             const Matrix<float>& dq, const Kokkos::View<LossSums, DeviceMemory>& sums,
+             const nn::OutputGradient<T>& gradient,
+             const Kokkos::View<LossSums, DeviceMemory>& sums,
              const Kokkos::View<LossTotals, DeviceMemory>& totals);
 
 /// The same, for one sample, in plain arithmetic: the kernel's definition, for reuse.
