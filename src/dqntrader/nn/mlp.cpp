@@ -34,6 +34,10 @@ Matrix<T> first_rows(const Matrix<T>& m, std::size_t rows) {
 // take every kLanes-th input column, accumulate in registers and add their sums in a fixed
 // tree. It replaces cuBLASLt's two kernels for a head of a few columns (an unaligned split-K
 // product and its reduction) with one.
+// Values a thread loads, or sums it keeps, side by side (the loads overlap; the sums are
+// independent chains).
+constexpr int kBatch = 8;
+
 #if defined(DQNTRADER_BACKEND_CUDA)
 constexpr int kLanes = 32, kRowsPerTeam = 4;
 #else
@@ -62,11 +66,30 @@ void head_forward(const ExecSpace& space, const gemm::StridedBatch<const T>& in,
         float sum[kMaxHeadWidth] = {};
         if (at < all) {
           const T* const w = weight + c * copy_stride;
-          for (std::size_t j = static_cast<std::size_t>(lane); j < inputs; j += kLanes) {
-            const float x = to_float(in(c, r, j));
-            for (int a = 0; a < kMaxHeadWidth; ++a) {
-              if (a < width)
-                sum[a] += x * to_float(w[j * head_width + static_cast<std::size_t>(a)]);
+          if (kLanes == 1) {  // a constant: one branch compiles to nothing
+            // One thread a row (the host): a dot product per output, in kBatch independent
+            // running sums (no chain of dependent additions), then added in order.
+            const T* const row = &in(c, r, 0);  // rows are contiguous
+            for (int a = 0; a < width; ++a) {
+              const T* const column = w + a;
+              float dot[kBatch] = {};
+              std::size_t j = 0;
+              for (; j + kBatch <= inputs; j += kBatch) {
+                for (int k = 0; k < kBatch; ++k)
+                  dot[k] += to_float(row[j + k]) * to_float(column[(j + k) * head_width]);
+              }
+              for (; j < inputs; ++j)
+                dot[0] += to_float(row[j]) * to_float(column[j * head_width]);
+              for (int k = 0; k < kBatch; ++k)
+                sum[a] += dot[k];
+            }
+          } else {
+            for (std::size_t j = static_cast<std::size_t>(lane); j < inputs; j += kLanes) {
+              const float x = to_float(in(c, r, j));
+              for (int a = 0; a < kMaxHeadWidth; ++a) {
+                if (a < width)
+                  sum[a] += x * to_float(w[j * head_width + static_cast<std::size_t>(a)]);
+              }
             }
           }
         }
@@ -129,13 +152,15 @@ struct ThroughHead {
 // output gradient when h is the last hidden layer, also the head's weight gradient
 // weight_grad[j * e + a] = sum over rows of h[r][j] g[r][a] (h^T g).
 //
-// A team takes kColumns adjacent columns (neighbouring threads read neighbouring addresses)
-// of one of kRowChunks chunks of rows; its kGroups thread groups take every kGroups-th row of
-// the chunk, kBatch rows at a time (loaded before any is stored, so that the loads overlap).
-// The team's sums go to partials(chunk, s * columns + column) for sum s (0: the bias, 1 + a:
-// the weight's column a); the last team of a column tile adds its kRowChunks chunks in order:
-// the same sums, in the same order, on every backend and at every thread count.
-constexpr int kColumns = 32, kGroups = 16, kRowChunks = 8, kBatch = 8;
+// A team takes kColumns adjacent columns of one of kRowChunks chunks of rows. On CUDA
+// neighbouring threads take neighbouring columns (and addresses), and its kGroups thread
+// groups every kGroups-th row of the chunk, kBatch rows at a time (loaded before any is
+// stored, so that the loads overlap); on the host the team's one thread walks the chunk's rows
+// in order with the columns side by side. The team's sums go to partials(chunk, s * columns +
+// column) for sum s (0: the bias, 1 + a: the weight's column a); the last team of a column
+// tile adds its kRowChunks chunks in order: the same order on every run and at every thread
+// count.
+constexpr int kColumns = 32, kGroups = 16, kRowChunks = 8;
 constexpr int kThreads = kColumns * kGroups;
 
 template <class Source, class T>
@@ -164,44 +189,70 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
         const std::size_t part = static_cast<std::size_t>(member.league_rank()) % kRowChunks;
         const std::size_t first = tile * kColumns, begin = part * chunk;
         const std::size_t end = begin + chunk < rows ? begin + chunk : rows;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kThreads), [&](const int t) {
-          const std::size_t j = first + static_cast<std::size_t>(t % kColumns);
-          float sum = 0.0f, extra[kMaxHeadWidth] = {};
-          if (j < cols) {
-            for (std::size_t r0 = begin + static_cast<std::size_t>(t / kColumns); r0 < end;
-                 r0 += kGroups * kBatch) {
-              float held[kBatch], value[kBatch];
-              for (int k = 0; k < kBatch; ++k) {
-                const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
-                held[k] = r < end ? to_float(h(r, j)) : 0.0f;
-                value[k] = held[k] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f;
-              }
-              for (int k = 0; k < kBatch; ++k) {
-                const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
-                if (r >= end)
-                  break;
-                store(y(r, j), value[k]);
-                sum += value[k];
-                for (int e = 0; e < kMaxHeadWidth; ++e) {
-                  if (e < sums - 1)
-                    extra[e] += held[k] * to_float(g(r, static_cast<std::size_t>(e)));
+        if (kLanes == 1) {  // a constant: one branch compiles to nothing
+          // One thread a team (the host): the chunk's rows in order, the tile's columns side
+          // by side, their sums independent (so the compiler may vectorize across columns).
+          const std::size_t width = first + kColumns < cols ? kColumns : cols - first;
+          float sum[kColumns] = {}, extra[kMaxHeadWidth][kColumns] = {}, held[kColumns];
+          for (std::size_t r = begin; r < end; ++r) {
+            for (std::size_t c = 0; c < width; ++c) {
+              const std::size_t j = first + c;
+              held[c] = to_float(h(r, j));
+              const float value = held[c] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f;
+              store(y(r, j), value);
+              sum[c] += value;
+            }
+            for (int e = 1; e < sums; ++e) {
+              const float ge = to_float(g(r, static_cast<std::size_t>(e - 1)));
+              for (std::size_t c = 0; c < width; ++c)
+                extra[e - 1][c] += held[c] * ge;
+            }
+          }
+          for (std::size_t c = 0; c < width; ++c) {
+            partials(part, first + c) = sum[c];
+            for (int e = 1; e < sums; ++e)
+              partials(part, static_cast<std::size_t>(e) * cols + first + c) = extra[e - 1][c];
+          }
+        } else {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kThreads), [&](const int t) {
+            const std::size_t j = first + static_cast<std::size_t>(t % kColumns);
+            float sum = 0.0f, extra[kMaxHeadWidth] = {};
+            if (j < cols) {
+              for (std::size_t r0 = begin + static_cast<std::size_t>(t / kColumns); r0 < end;
+                   r0 += kGroups * kBatch) {
+                float held[kBatch], value[kBatch];
+                for (int k = 0; k < kBatch; ++k) {
+                  const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
+                  held[k] = r < end ? to_float(h(r, j)) : 0.0f;
+                  value[k] = held[k] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f;
+                }
+                for (int k = 0; k < kBatch; ++k) {
+                  const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
+                  if (r >= end)
+                    break;
+                  store(y(r, j), value[k]);
+                  sum += value[k];
+                  for (int e = 0; e < kMaxHeadWidth; ++e) {
+                    if (e < sums - 1)
+                      extra[e] += held[k] * to_float(g(r, static_cast<std::size_t>(e)));
+                  }
                 }
               }
             }
-          }
-          partial(t) = sum;
-          for (int e = 1; e < sums; ++e)
-            partial(e * kThreads + t) = extra[e - 1];
-        });
-        member.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, sums * kColumns), [&](const int c) {
-          const int e = c / kColumns, column = c % kColumns;
-          float total = 0.0f;
-          for (int group = 0; group < kGroups; ++group)
-            total += partial(e * kThreads + group * kColumns + column);
-          if (first + column < cols)
-            partials(part, e * cols + first + column) = total;
-        });
+            partial(t) = sum;
+            for (int e = 1; e < sums; ++e)
+              partial(e * kThreads + t) = extra[e - 1];
+          });
+          member.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, sums * kColumns), [&](const int c) {
+            const int e = c / kColumns, column = c % kColumns;
+            float total = 0.0f;
+            for (int group = 0; group < kGroups; ++group)
+              total += partial(e * kThreads + group * kColumns + column);
+            if (first + column < cols)
+              partials(part, e * cols + first + column) = total;
+          });
+        }
         if (!last_to_arrive(member, &arrivals(tile), kRowChunks))
           return;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(member, sums * kColumns), [&](const int c) {
