@@ -22,6 +22,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/env/states.hpp"
+#include "dqntrader/env/trading_env.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/nn/adam.hpp"
@@ -576,6 +577,77 @@ TEST(Replay, SamplingIsReproducibleAndUniform) {
 }
 
 // --- the guard ---------------------------------------------------------------------------------
+
+// The environments' step: greedy on Q, each writes its transition at the replay's logical
+// index total + e with the reward from the prices, then the step advances the replay's total
+// and the step counter once (its last team, after every environment read them); the next
+// step continues each episode at the next bar from the action taken, or restarts it flat.
+TEST(Environments, StepWritesTransitionsAndAdvancesTheCounters) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<double> close{100.0};
+  for (int t = 1; t < 60; ++t)
+    close.push_back(close.back() * (1.0 + std::normal_distribution<double>(0.0, 0.01)(rng)));
+  const ExecSpace space;
+  const auto close_device = upload(close);
+  const auto positions_device = upload(std::vector<double>{-1.0, 0.0, 1.0});
+  const replay::RewardModel rewards{close_device, positions_device, 0.001, 10.0};
+  env::EnvSettings settings;
+  settings.environments = 130;  // more than one team of 64 on CUDA
+  settings.begin = 0;
+  settings.end = 60;
+  settings.episode_length = 7;
+  settings.epsilon_start = settings.epsilon_end = 0.0;  // greedy
+  settings.seed = seed;
+  const env::TradingEnv environments(space, rewards, settings);
+  replay::ReplayBuffer replay(space, 1000, settings.environments, 1, 0.9);
+  const std::size_t e_count = settings.environments;
+  std::vector<float> values(e_count * 3, 0.0f);
+  for (std::size_t e = 0; e < e_count; ++e)
+    values[e * 3 + e % 3] = 1.0f;  // environment e's best action: e % 3
+  const auto q_flat = upload(values);
+  const Matrix<const float> q(q_flat.data(), e_count, 3);
+  Kokkos::View<std::int64_t, DeviceMemory> step("test::step");
+  const double held[3] = {-1.0, 0.0, 1.0};
+  for (int s = 0; s < 2; ++s) {
+    const auto bars = download(environments.bars());
+    const auto positions = download(environments.positions());
+    environments.step(space, q, replay, step);
+    const replay::Ring& ring = replay.ring();
+    const auto ring_bar = download(ring.bar);
+    const auto ring_position = download(ring.position);
+    const auto ring_action = download(ring.action);
+    const auto ring_last = download(ring.last);
+    const auto ring_reward = download(ring.reward);
+    std::int64_t total = 0, counter = 0;
+    Kokkos::deep_copy(total, replay.total());
+    Kokkos::deep_copy(counter, step);
+    ASSERT_EQ(total, static_cast<std::int64_t>((s + 1) * e_count));
+    ASSERT_EQ(counter, s + 1);
+    const auto next_bars = download(environments.bars());
+    const auto next_positions = download(environments.positions());
+    for (std::size_t e = 0; e < e_count; ++e) {
+      const std::size_t slot = s * e_count + e;
+      const int action = static_cast<int>(e % 3);
+      ASSERT_EQ(ring_bar[slot], bars[e]) << "environment " << e;
+      ASSERT_EQ(ring_position[slot], positions[e]);
+      ASSERT_EQ(ring_action[slot], action);
+      const double target = held[action], before = held[positions[e]];
+      const double reward = 10.0 * (target * (close[bars[e] + 1] / close[bars[e]] - 1.0) -
+                                    0.001 * std::fabs(target - before));
+      EXPECT_NEAR(ring_reward[slot], reward, 1e-5 * (1.0 + std::fabs(reward)));
+      if (ring_last[slot] == 0) {
+        EXPECT_EQ(next_bars[e], bars[e] + 1);
+        EXPECT_EQ(next_positions[e], action);
+      } else {
+        EXPECT_EQ(next_positions[e], settings.flat_index);
+        EXPECT_GE(next_bars[e], 0);
+        EXPECT_LT(next_bars[e], 59);
+      }
+    }
+  }
+}
 
 // The vaccine's samples: every combination of a stress bar, incoming position and action, each
 // a one-step transition with its reward from the prices, drawn uniformly.

@@ -74,7 +74,7 @@ if want sanitizer; then
   # memcheck over every test that runs device code in this process (the learning runs, the
   # command-line tests and the kill test start other processes or take too long under it).
   timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
-    --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:TdLoss*:Replay*:Vaccine*:TrainingGuard*:TrainingRun*' \
+    --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:Mlp*:TdLoss*:Replay*:Vaccine*:Environments*:TrainingGuard*:TrainingRun*' \
     >"$out/memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -n 5
 fi

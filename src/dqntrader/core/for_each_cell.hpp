@@ -38,8 +38,8 @@ void for_each_cell(const char* label, const ExecSpace& space, std::size_t rows, 
 }
 
 /// Calls f(row, col, context) for every cell, context = per_row(row): work that depends
-/// only on the row, done once per row on the host and by each of the row's threads on CUDA
-/// (their loads coincide).
+/// only on the row, done once per row on the host and once per cell on CUDA, where the row's
+/// threads run it side by side and their loads coincide.
 template <class R, class F>
 void for_each_cell(const char* label, const ExecSpace& space, std::size_t rows, std::size_t cols,
                    const R& per_row, const F& f) {

@@ -18,10 +18,10 @@ using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, DeviceMemory>;
 template <class T>
 using MatrixBatch = Kokkos::View<T***, Kokkos::LayoutRight, DeviceMemory>;
 
-/// policy, launched on CUDA with its functor as a kernel parameter (up to 4 KB) even when
-/// the functor exceeds the 512 bytes above which Kokkos would copy it to constant memory,
-/// a copy that waits on an event and so cannot be recorded into a CUDA graph. Kernels of
-/// the recorded training step with large functors use it.
+/// The policy given, but launched on CUDA with its functor as a kernel parameter (up to 4 KB)
+/// even when the functor exceeds the 512 bytes above which Kokkos would copy it to constant
+/// memory, a copy that waits on an event and so cannot be recorded into a CUDA graph. Kernels
+/// of the recorded training step with large functors use it.
 template <class Policy>
 auto recordable(const Policy& policy) {
   return Kokkos::Experimental::require(policy,
