@@ -576,7 +576,29 @@ TEST(Replay, SamplingIsReproducibleAndUniform) {
   EXPECT_LT(chi2, 159.0);
 }
 
-// --- the guard ---------------------------------------------------------------------------------
+// --- the environments and the vaccine --------------------------------------------------------
+
+// A random walk of prices, the positions short, flat and long, and the reward model over them
+// (cost 0.001, scale 10); reward() writes the reward out again, in double.
+struct Market {
+  std::vector<double> close{100.0};
+  Kokkos::View<double*, DeviceMemory> close_device, positions_device;
+  replay::RewardModel rewards;
+
+  Market(std::mt19937_64& rng, int bars) {
+    for (int t = 1; t < bars; ++t)
+      close.push_back(close.back() * (1.0 + std::normal_distribution<double>(0.0, 0.01)(rng)));
+    close_device = upload(close);
+    positions_device = upload(std::vector<double>{-1.0, 0.0, 1.0});
+    rewards = replay::RewardModel{close_device, positions_device, 0.001, 10.0};
+  }
+  double reward(std::int32_t bar, int position, int action) const {
+    const double held[3] = {-1.0, 0.0, 1.0};
+    const double target = held[action], before = held[position];
+    return 10.0 *
+           (target * (close[bar + 1] / close[bar] - 1.0) - 0.001 * std::fabs(target - before));
+  }
+};
 
 // The environments' step: greedy on Q, each writes its transition at the replay's logical
 // index total + e with the reward from the prices, then the step advances the replay's total
@@ -586,13 +608,8 @@ TEST(Environments, StepWritesTransitionsAndAdvancesTheCounters) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  std::vector<double> close{100.0};
-  for (int t = 1; t < 60; ++t)
-    close.push_back(close.back() * (1.0 + std::normal_distribution<double>(0.0, 0.01)(rng)));
+  const Market market(rng, 60);
   const ExecSpace space;
-  const auto close_device = upload(close);
-  const auto positions_device = upload(std::vector<double>{-1.0, 0.0, 1.0});
-  const replay::RewardModel rewards{close_device, positions_device, 0.001, 10.0};
   env::EnvSettings settings;
   settings.environments = 130;  // more than one team of 64 on CUDA
   settings.begin = 0;
@@ -600,7 +617,7 @@ TEST(Environments, StepWritesTransitionsAndAdvancesTheCounters) {
   settings.episode_length = 7;
   settings.epsilon_start = settings.epsilon_end = 0.0;  // greedy
   settings.seed = seed;
-  const env::TradingEnv environments(space, rewards, settings);
+  const env::TradingEnv environments(space, market.rewards, settings);
   replay::ReplayBuffer replay(space, 1000, settings.environments, 1, 0.9);
   const std::size_t e_count = settings.environments;
   std::vector<float> values(e_count * 3, 0.0f);
@@ -609,7 +626,6 @@ TEST(Environments, StepWritesTransitionsAndAdvancesTheCounters) {
   const auto q_flat = upload(values);
   const Matrix<const float> q(q_flat.data(), e_count, 3);
   Kokkos::View<std::int64_t, DeviceMemory> step("test::step");
-  const double held[3] = {-1.0, 0.0, 1.0};
   for (int s = 0; s < 2; ++s) {
     const auto bars = download(environments.bars());
     const auto positions = download(environments.positions());
@@ -633,9 +649,7 @@ TEST(Environments, StepWritesTransitionsAndAdvancesTheCounters) {
       ASSERT_EQ(ring_bar[slot], bars[e]) << "environment " << e;
       ASSERT_EQ(ring_position[slot], positions[e]);
       ASSERT_EQ(ring_action[slot], action);
-      const double target = held[action], before = held[positions[e]];
-      const double reward = 10.0 * (target * (close[bars[e] + 1] / close[bars[e]] - 1.0) -
-                                    0.001 * std::fabs(target - before));
+      const double reward = market.reward(bars[e], positions[e], action);
       EXPECT_NEAR(ring_reward[slot], reward, 1e-5 * (1.0 + std::fabs(reward)));
       if (ring_last[slot] == 0) {
         EXPECT_EQ(next_bars[e], bars[e] + 1);
@@ -655,15 +669,10 @@ TEST(Vaccine, SamplesAreOneStepTransitionsAtStressBars) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  std::vector<double> close{100.0};
-  for (int t = 1; t < 300; ++t)
-    close.push_back(close.back() * (1.0 + std::normal_distribution<double>(0.0, 0.01)(rng)));
+  const Market market(rng, 300);
   const ExecSpace space;
-  const auto close_device = upload(close);
-  const auto positions_device = upload(std::vector<double>{-1.0, 0.0, 1.0});
-  const replay::RewardModel rewards{close_device, positions_device, 0.001, 10.0};
   const float gamma = 0.9f;
-  const replay::VaccineSet vaccine(space, close, 10, 290, 0.05, rewards, gamma);
+  const replay::VaccineSet vaccine(space, market.close, 10, 290, 0.05, market.rewards, gamma);
   const std::vector<std::int32_t> stress = vaccine.stress_bars();
   ASSERT_GE(stress.size(), 14u);  // the top 5% of 279 decisions by move, and by drawdown
   replay::Batch batch(space, 8000);
@@ -673,7 +682,6 @@ TEST(Vaccine, SamplesAreOneStepTransitionsAtStressBars) {
   const auto position = download(batch.position), action = download(batch.action),
              next_position = download(batch.next_position);
   const auto returns = download(batch.return_n), discounts = download(batch.discount);
-  const double held[3] = {-1.0, 0.0, 1.0};
   std::set<std::tuple<std::int32_t, int, int>> seen;
   for (std::size_t i = 0; i < bar.size(); ++i) {
     ASSERT_TRUE(std::binary_search(stress.begin(), stress.end(), bar[i])) << bar[i];
@@ -684,15 +692,15 @@ TEST(Vaccine, SamplesAreOneStepTransitionsAtStressBars) {
     EXPECT_EQ(next_bar[i], bar[i] + 1);
     EXPECT_EQ(next_position[i], action[i]);
     EXPECT_EQ(discounts[i], gamma);
-    const double target = held[action[i]], before = held[position[i]];
-    const double reward = 10.0 * (target * (close[bar[i] + 1] / close[bar[i]] - 1.0) -
-                                  0.001 * std::fabs(target - before));
+    const double reward = market.reward(bar[i], position[i], action[i]);
     EXPECT_NEAR(returns[i], reward, 1e-5 * (1.0 + std::fabs(reward)));
     seen.insert({bar[i], position[i], action[i]});
   }
   // About 8000 / (9 x bars) >= 20 draws of each combination: all of them appear.
   EXPECT_EQ(seen.size(), 9 * stress.size());
 }
+
+// --- the guard ---------------------------------------------------------------------------------
 
 TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
   const ExecSpace space;
