@@ -28,16 +28,16 @@ Matrix<T> first_rows(const Matrix<T>& m, std::size_t rows) {
   return Matrix<T>(m.data(), rows, m.extent(1));
 }
 
+// Values a thread loads, or sums it keeps, side by side (the loads overlap; the sums are
+// independent chains).
+constexpr int kBatch = 8;
+
 // The head in one pass, kLanes threads (a warp on CUDA) per row r of each copy c: o =
 // in(c, r, :) w_c + bias_c (copy c's weight and bias copy_stride values after copy c - 1's),
 // and q(c, r, :) = o, or with a dueling head q_a = o_0 + o_{1+a} - mean_b o_{1+b}. The lanes
 // take every kLanes-th input column, accumulate in registers and add their sums in a fixed
 // tree. It replaces cuBLASLt's two kernels for a head of a few columns (an unaligned split-K
 // product and its reduction) with one.
-// Values a thread loads, or sums it keeps, side by side (the loads overlap; the sums are
-// independent chains).
-constexpr int kBatch = 8;
-
 #if defined(DQNTRADER_BACKEND_CUDA)
 constexpr int kLanes = 32, kRowsPerTeam = 4;
 #else

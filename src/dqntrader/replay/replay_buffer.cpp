@@ -38,16 +38,6 @@ ReplayBuffer::ReplayBuffer(const ExecSpace& space, std::size_t capacity, std::si
       Kokkos::view_alloc(space, std::string("dqntrader::replay::last")), capacity);
 }
 
-std::int64_t ReplayBuffer::first_sampleable(std::int64_t total) const {
-  const std::int64_t capacity = static_cast<std::int64_t>(this->capacity());
-  return total > capacity ? total - capacity : 0;
-}
-
-std::int64_t ReplayBuffer::end_sampleable(std::int64_t total) const {
-  return total -
-         static_cast<std::int64_t>(m_n_step - 1) * static_cast<std::int64_t>(m_environments);
-}
-
 ReplaySampler ReplayBuffer::sampler(
     std::uint64_t seed, const Kokkos::View<const std::int64_t, DeviceMemory>& draw) const {
   return ReplaySampler{m_ring,

@@ -51,6 +51,17 @@ struct Batch {
   }
 };
 
+/// The logical range [first, end) of transitions whose n-step window is complete and still
+/// in the ring, given the total written: the oldest capacity transitions are overwritten,
+/// and the last (n_step - 1) x stride have no complete window yet.
+KOKKOS_INLINE_FUNCTION std::int64_t first_sampleable(std::int64_t total, std::int64_t capacity) {
+  return total > capacity ? total - capacity : 0;
+}
+KOKKOS_INLINE_FUNCTION std::int64_t end_sampleable(std::int64_t total, std::int64_t stride,
+                                                   int n_step) {
+  return total - static_cast<std::int64_t>(n_step - 1) * stride;
+}
+
 /// Draws a batch's i-th sample, in device code, uniformly among the transitions whose
 /// n-step window is complete and still in the ring, with the counter-based generator: the
 /// draw-th use of seed (draw read from the device when called, so that a replayed graph
@@ -65,8 +76,8 @@ struct ReplaySampler {
 
   KOKKOS_INLINE_FUNCTION Sample operator()(std::size_t i) const {
     const std::int64_t written = total();
-    const std::int64_t first = written > capacity ? written - capacity : 0;
-    const std::int64_t end = written - (n_step - 1) * stride;
+    const std::int64_t first = first_sampleable(written, capacity);
+    const std::int64_t end = end_sampleable(written, stride, n_step);
     const std::uint64_t bits =
         counter_random(seed, 0x5245504Cull ^ static_cast<std::uint64_t>(draw()), i);
     const std::int64_t span = end - first;
@@ -111,9 +122,13 @@ class ReplayBuffer {
   ReplaySampler sampler(std::uint64_t seed,
                         const Kokkos::View<const std::int64_t, DeviceMemory>& draw) const;
 
-  /// Logical range [first, end) that sample() draws from, given the total written.
-  std::int64_t first_sampleable(std::int64_t total) const;
-  std::int64_t end_sampleable(std::int64_t total) const;
+  /// Logical range [first, end) that the sampler draws from, given the total written.
+  std::int64_t first_sampleable(std::int64_t total) const {
+    return replay::first_sampleable(total, static_cast<std::int64_t>(capacity()));
+  }
+  std::int64_t end_sampleable(std::int64_t total) const {
+    return replay::end_sampleable(total, static_cast<std::int64_t>(m_environments), m_n_step);
+  }
 
  private:
   Ring m_ring;
