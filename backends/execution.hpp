@@ -1,8 +1,11 @@
 // Execution-space instances and recorded work: the CUDA-only execution details behind one
 // interface. On CUDA a StreamSpace is a Kokkos::Cuda instance on a stream of its own (the
 // default stream cannot be captured) and CapturedWork is a CUDA graph made by stream
-// capture of everything enqueued there (Kokkos kernels and cuBLAS calls alike). On OpenMP a
-// StreamSpace is the default instance and CapturedWork simply runs the work again.
+// capture of everything enqueued there (Kokkos kernels and cuBLAS calls alike), and a
+// SideStream is a second stream whose work runs beside a space's, ordered against it by
+// events (which a capture records as dependencies). On OpenMP a StreamSpace and a SideStream
+// are the default instance, which runs work in the order it is enqueued, and CapturedWork
+// simply runs the work again.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +24,27 @@ class StreamSpace {
   StreamSpace& operator=(const StreamSpace&) = delete;
 
   const ExecSpace& space() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+/// Work that may run beside another space's: fork(space) makes what is enqueued on the side
+/// from then on wait for what was enqueued on space before; join(space) makes what is
+/// enqueued on space from then on wait for what was enqueued on the side before. Inside a
+/// capture of space, forked work is recorded with it (as a branch of the graph); it must be
+/// joined back before the capture ends.
+class SideStream {
+ public:
+  SideStream();
+  ~SideStream();
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+
+  const ExecSpace& space() const;
+  void fork(const ExecSpace& space) const;
+  void join(const ExecSpace& space) const;
 
  private:
   struct Impl;

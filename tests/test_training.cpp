@@ -158,7 +158,8 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   net.forward(space, weights, states, rows, q);
   Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
   write_output_gradient(space, net.output_gradient(rows, grads), w);
-  net.backward(space, weights, rows, grads);
+  const exec::SideStream side;
+  net.backward(space, side, weights, rows, grads);
   const std::vector<float> got = download(grads);
 
   // Forward: Q of each row against the reference (weighted_q with one-hot weights).
@@ -256,8 +257,9 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
   Kokkos::View<float*, DeviceMemory> grads_single("test::grads_single", p);
   write_output_gradient(space, paired.output_gradient(rows, grads_pair), dq);
   write_output_gradient(space, single.output_gradient(rows, grads_single), dq);
-  paired.backward(space, {online_view, online_view}, rows, grads_pair);
-  single.backward(space, {online_view, online_view}, rows, grads_single);
+  const exec::SideStream side;
+  paired.backward(space, side, {online_view, online_view}, rows, grads_pair);
+  single.backward(space, side, {online_view, online_view}, rows, grads_single);
 
   auto pair_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_pair);
   auto online_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_online);

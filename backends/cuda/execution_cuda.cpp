@@ -32,6 +32,36 @@ const ExecSpace& StreamSpace::space() const {
   return *m_impl->space;
 }
 
+struct SideStream::Impl {
+  StreamSpace side;
+  cudaEvent_t forked = nullptr, joined = nullptr;
+  Impl() {
+    DQNTRADER_CUDA(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming));
+    DQNTRADER_CUDA(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
+  }
+  ~Impl() {
+    side.space().fence();  // nothing enqueued on the side still uses the events
+    if (forked != nullptr)
+      cudaEventDestroy(forked);
+    if (joined != nullptr)
+      cudaEventDestroy(joined);
+  }
+};
+
+SideStream::SideStream() : m_impl(std::make_unique<Impl>()) {}
+SideStream::~SideStream() = default;
+const ExecSpace& SideStream::space() const {
+  return m_impl->side.space();
+}
+void SideStream::fork(const ExecSpace& space) const {
+  DQNTRADER_CUDA(cudaEventRecord(m_impl->forked, space.cuda_stream()));
+  DQNTRADER_CUDA(cudaStreamWaitEvent(m_impl->side.space().cuda_stream(), m_impl->forked, 0));
+}
+void SideStream::join(const ExecSpace& space) const {
+  DQNTRADER_CUDA(cudaEventRecord(m_impl->joined, m_impl->side.space().cuda_stream()));
+  DQNTRADER_CUDA(cudaStreamWaitEvent(space.cuda_stream(), m_impl->joined, 0));
+}
+
 struct CapturedWork::Impl {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t instance = nullptr;

@@ -178,7 +178,7 @@ void batched(const ExecSpace& space, cublasComputeType_t compute, Op op_a, Op op
   }
   DQNTRADER_CUBLAS(cublasLtMatmul(context.handle(), plan->operation, &alpha, b.data(), plan->a,
                                   a.data(), plan->b, &beta, c.data(), plan->c, c.data(), plan->c,
-                                  &plan->algo, context.workspace(),
+                                  &plan->algo, context.workspace(space.cuda_stream()),
                                   cuda::LtContext::workspace_bytes, space.cuda_stream()));
 }
 

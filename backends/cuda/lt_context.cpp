@@ -29,15 +29,13 @@ struct LtContextDeleter {
   }
 };
 
-LtContext::LtContext()
-    : m_workspace(Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                                     std::string("dqntrader::gemm::cublaslt_workspace")),
-                  workspace_bytes + 256) {
+LtContext::LtContext() {
   DQNTRADER_CUBLAS(cublasLtCreate(&m_handle));
 }
 
 LtContext::~LtContext() {
   m_plans.clear();
+  m_workspaces.clear();
   if (m_handle != nullptr)
     cublasLtDestroy(m_handle);
 }
@@ -49,6 +47,21 @@ LtContext& LtContext::instance() {
     Kokkos::push_finalize_hook(&LtContextDeleter::release);
   }
   return *context;
+}
+
+void* LtContext::workspace(cudaStream_t stream) {
+  auto found = m_workspaces.find(stream);
+  if (found == m_workspaces.end()) {
+    found = m_workspaces
+                .emplace(stream,
+                         Kokkos::View<char*, Kokkos::CudaSpace>(
+                             Kokkos::view_alloc(Kokkos::WithoutInitializing,
+                                                std::string("dqntrader::gemm::cublaslt_workspace")),
+                             workspace_bytes + 256))
+                .first;
+  }
+  const auto address = reinterpret_cast<std::uintptr_t>(found->second.data());
+  return reinterpret_cast<void*>((address + 255) & ~std::uintptr_t{255});
 }
 
 Plan* LtContext::find(const PlanKey& key) {

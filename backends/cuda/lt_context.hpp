@@ -1,5 +1,5 @@
 // The CUDA backend's cuBLASLt state (internal to backends/cuda): one handle per process,
-// an explicit workspace (so that no product allocates, which keeps products capturable
+// an explicit workspace per stream (so that no product allocates, which keeps products capturable
 // into CUDA graphs), and a cache of planned products: descriptors and the algorithm the
 // heuristic chose, keyed by everything that shapes them. Created on first use, released by
 // a Kokkos finalize hook before Kokkos releases the device.
@@ -43,11 +43,11 @@ class LtContext {
   static LtContext& instance();
 
   cublasLtHandle_t handle() const { return m_handle; }
-  /// cuBLASLt wants its workspace 256-byte aligned; Kokkos allocations are 128-byte aligned.
-  void* workspace() const {
-    const auto address = reinterpret_cast<std::uintptr_t>(m_workspace.data());
-    return reinterpret_cast<void*>((address + 255) & ~std::uintptr_t{255});
-  }
+  /// The workspace of the products enqueued on stream, 256-byte aligned as cuBLASLt wants it
+  /// (Kokkos allocations are 128-byte aligned): one per stream, so that products on two
+  /// streams may run at once. Allocated on a stream's first product, which therefore must not
+  /// be inside a capture.
+  void* workspace(cudaStream_t stream);
   static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
 
   /// The cached plan for key, or nullptr.
@@ -60,7 +60,7 @@ class LtContext {
   friend struct LtContextDeleter;
 
   cublasLtHandle_t m_handle = nullptr;
-  Kokkos::View<char*, Kokkos::CudaSpace> m_workspace;
+  std::map<cudaStream_t, Kokkos::View<char*, Kokkos::CudaSpace>> m_workspaces;
   std::map<PlanKey, std::unique_ptr<Plan>> m_plans;
 };
 

@@ -1,4 +1,5 @@
-// OpenMP: there is nothing to capture; recorded work runs again on replay.
+// OpenMP: there is nothing to capture; recorded work runs again on replay, and side work runs
+// in line.
 #include "../execution.hpp"
 
 #include "dqntrader/core/error.hpp"
@@ -14,6 +15,20 @@ StreamSpace::~StreamSpace() = default;
 const ExecSpace& StreamSpace::space() const {
   return m_impl->space;
 }
+
+// The side is the default instance too: work runs in the order it is enqueued, so there is
+// nothing to order.
+struct SideStream::Impl {
+  ExecSpace space;
+};
+
+SideStream::SideStream() : m_impl(std::make_unique<Impl>()) {}
+SideStream::~SideStream() = default;
+const ExecSpace& SideStream::space() const {
+  return m_impl->space;
+}
+void SideStream::fork(const ExecSpace&) const {}
+void SideStream::join(const ExecSpace&) const {}
 
 struct CapturedWork::Impl {
   std::function<void()> work;

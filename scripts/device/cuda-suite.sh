@@ -4,7 +4,7 @@
 # the CUDA variant (only DQNTRADER_BUILD_TARGET when set), then runs the steps named
 # (default: all of them). Logs go to $OUT.
 #   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer] [train] [train-peer] [sanitizer]
-#                                [racecheck] [profile] [compare]
+#                                [racecheck] [profile] [detail] [compare]
 set -uo pipefail
 steps=${*:-test gemm eval eval-peer train train-peer}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -91,6 +91,18 @@ if want racecheck; then
     --synth-bars 1200 --epochs 1 --steps-per-epoch 2 --learning-starts 64 --hidden 8 \
     --probe-interval 0 --out "$runs/racecheck-run" >"$out/racecheck-train.log" 2>&1
   echo "racecheck train exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-train.log"
+fi
+if want detail; then
+  # One training step's kernels (at the EPOCH shape, after the first 1,500 kernels) with Nsight
+  # Compute's throughput, launch, occupancy and warp-state sections: why a kernel of ours takes
+  # the time the profile step shows (what its warps wait on).
+  timeout 200 ncu --clock-control none --cache-control none --section SpeedOfLight \
+    --section LaunchStats --section Occupancy --section WarpStateStats \
+    --print-kernel-base function --launch-skip 1500 --launch-count 24 build/cuda/dqntrader train \
+    --synth-bars 40000 --hidden 512,512,512 --batch-size 1024 --environments 256 \
+    --return-window 56 --learning-starts 1024 --target-update 1000 --steps-per-epoch 300 \
+    --epochs 1 --out "$runs/detail-run" >"$out/detail.txt" 2>"$out/detail.err"
+  echo "detail exit $?"
 fi
 if want compare; then
   # dqntrader and the PyTorch peers side by side, three runs each, one table.

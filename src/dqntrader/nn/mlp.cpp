@@ -32,75 +32,101 @@ Matrix<T> first_rows(const Matrix<T>& m, std::size_t rows) {
 // independent chains).
 constexpr int kBatch = 8;
 
+// Calls f(std::integral_constant<int, W>()) for W = width, 1 to kMaxHeadWidth: the head's
+// passes take its width as a constant, so that their loops over its outputs unroll into
+// registers with no bounds checks.
+template <class F>
+void with_head_width(std::size_t width, const F& f) {
+  switch (width) {
+    case 1:
+      return f(std::integral_constant<int, 1>());
+    case 2:
+      return f(std::integral_constant<int, 2>());
+    case 3:
+      return f(std::integral_constant<int, 3>());
+    case 4:
+      return f(std::integral_constant<int, 4>());
+    case 5:
+      return f(std::integral_constant<int, 5>());
+    case 6:
+      return f(std::integral_constant<int, 6>());
+    case 7:
+      return f(std::integral_constant<int, 7>());
+    case 8:
+      return f(std::integral_constant<int, 8>());
+    default:
+      throw InputError("a head of " + std::to_string(width) + " outputs (1 to " +
+                       std::to_string(kMaxHeadWidth) + ")");
+  }
+}
+static_assert(kMaxHeadWidth == 8, "with_head_width covers widths 1 to kMaxHeadWidth");
+
 // The head in one pass, kLanes threads (a warp on CUDA) per row r of each copy c: o =
-// in(c, r, :) w_c + bias_c (copy c's weight and bias copy_stride values after copy c - 1's),
-// and q(c, r, :) = o, or with a dueling head q_a = o_0 + o_{1+a} - mean_b o_{1+b}. The lanes
-// take every kLanes-th input column, accumulate in registers and add their sums in a fixed
-// tree. It replaces cuBLASLt's two kernels for a head of a few columns (an unaligned split-K
-// product and its reduction) with one.
+// in(c, r, :) w_c + bias_c (copy c's weight, W columns, and bias copy_stride values after copy
+// c - 1's), and q(c, r, :) = o, or with a dueling head q_a = o_0 + o_{1+a} - mean_b o_{1+b}. The
+// lanes take every kLanes-th input column, accumulate in registers and add their sums in a
+// fixed tree. It replaces cuBLASLt's two kernels for a head of a few columns (an unaligned
+// split-K product and its reduction) with one. The rows of in are contiguous.
 #if defined(DQNTRADER_BACKEND_CUDA)
 constexpr int kLanes = 32, kRowsPerTeam = 4;
 #else
 constexpr int kLanes = 1, kRowsPerTeam = 1;
 #endif
 
-template <class T>
+template <int W, class T>
 void head_forward(const ExecSpace& space, const gemm::StridedBatch<const T>& in, std::size_t rows,
-                  const T* weight, const float* bias, std::size_t copy_stride,
-                  std::size_t head_width, bool dueling, const gemm::StridedBatch<float>& q) {
+                  const T* weight, const float* bias, std::size_t copy_stride, bool dueling,
+                  const gemm::StridedBatch<float>& q) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Policy::member_type;
   using Scratch = TeamScratch<float>;
   const std::size_t inputs = in.extent(2), actions = q.extent(2), all = q.extent(0) * rows;
-  const int width = static_cast<int>(head_width);
   Policy policy(space, static_cast<int>((all + kRowsPerTeam - 1) / kRowsPerTeam),
                 kLanes * kRowsPerTeam);
-  policy.set_scratch_size(
-      0, Kokkos::PerTeam(Scratch::shmem_size(kMaxHeadWidth * kLanes * kRowsPerTeam)));
+  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(W * kLanes * kRowsPerTeam)));
   Kokkos::parallel_for(
       "dqntrader::nn::head_forward", policy, KOKKOS_LAMBDA(const Member& member) {
-        const Scratch partial(member.team_scratch(0), kMaxHeadWidth * kLanes * kRowsPerTeam);
+        const Scratch partial(member.team_scratch(0), W * kLanes * kRowsPerTeam);
         const int lane = member.team_rank() % kLanes, slot = member.team_rank() / kLanes;
         const std::size_t at = static_cast<std::size_t>(member.league_rank()) * kRowsPerTeam + slot;
         const std::size_t c = at / rows, r = at % rows;
-        float sum[kMaxHeadWidth] = {};
+        float sum[W] = {};
         if (at < all) {
           const T* const w = weight + c * copy_stride;
+          const T* const row = &in(c, r, 0);
           if (kLanes == 1) {  // a constant: one branch compiles to nothing
             // One thread a row (the host): a dot product per output, in kBatch independent
             // running sums (no chain of dependent additions), then added in order.
-            const T* const row = &in(c, r, 0);  // rows are contiguous
-            for (int a = 0; a < width; ++a) {
+            for (int a = 0; a < W; ++a) {
               const T* const column = w + a;
               float dot[kBatch] = {};
               std::size_t j = 0;
               for (; j + kBatch <= inputs; j += kBatch) {
                 for (int k = 0; k < kBatch; ++k)
-                  dot[k] += to_float(row[j + k]) * to_float(column[(j + k) * head_width]);
+                  dot[k] += to_float(row[j + k]) * to_float(column[(j + k) * W]);
               }
               for (; j < inputs; ++j)
-                dot[0] += to_float(row[j]) * to_float(column[j * head_width]);
+                dot[0] += to_float(row[j]) * to_float(column[j * W]);
               for (int k = 0; k < kBatch; ++k)
                 sum[a] += dot[k];
             }
           } else {
             for (std::size_t j = static_cast<std::size_t>(lane); j < inputs; j += kLanes) {
-              const float x = to_float(in(c, r, j));
-              for (int a = 0; a < kMaxHeadWidth; ++a) {
-                if (a < width)
-                  sum[a] += x * to_float(w[j * head_width + static_cast<std::size_t>(a)]);
-              }
+              const float x = to_float(row[j]);
+              const T* const wj = w + j * W;
+              for (int a = 0; a < W; ++a)
+                sum[a] += x * to_float(wj[a]);
             }
           }
         }
         // Row slot's sums at [slot][a][lane]; the tree over the lanes.
-        const int base = slot * kMaxHeadWidth * kLanes;
-        for (int a = 0; a < width; ++a)
+        const int base = slot * W * kLanes;
+        for (int a = 0; a < W; ++a)
           partial(base + a * kLanes + lane) = sum[a];
         for (int half = kLanes / 2; half > 0; half /= 2) {
           member.team_barrier();
           if (lane < half) {
-            for (int a = 0; a < width; ++a)
+            for (int a = 0; a < W; ++a)
               partial(base + a * kLanes + lane) += partial(base + a * kLanes + lane + half);
           }
         }
@@ -124,6 +150,15 @@ void head_forward(const ExecSpace& space, const gemm::StridedBatch<const T>& in,
       });
 }
 
+template <class T>
+void head_forward(const ExecSpace& space, const gemm::StridedBatch<const T>& in, std::size_t rows,
+                  const T* weight, const float* bias, std::size_t copy_stride,
+                  std::size_t head_width, bool dueling, const gemm::StridedBatch<float>& q) {
+  with_head_width(head_width, [&](auto width) {
+    head_forward<decltype(width)::value, T>(space, in, rows, weight, bias, copy_stride, dueling, q);
+  });
+}
+
 // The gradient before a layer's ReLU, x(r, j) = d loss / d h(r, j) for its output h:
 // read from a matrix, or computed from the head's output gradient g and weight w
 // (hidden x head width), x = g w^T, whose few columns make a product of their own wasteful.
@@ -135,12 +170,12 @@ struct Loaded {
   }
 };
 
-template <class T>
+template <int W, class T>
 struct ThroughHead {
-  Matrix<const T> g, w;
+  Matrix<const T> g, w;  // rows x W, hidden x W
   KOKKOS_INLINE_FUNCTION float operator()(std::size_t r, std::size_t j) const {
     float sum = 0.0f;
-    for (std::size_t a = 0; a < g.extent(1); ++a)
+    for (int a = 0; a < W; ++a)
       sum += to_float(g(r, a)) * to_float(w(j, a));
     return sum;
   }
@@ -148,9 +183,9 @@ struct ThroughHead {
 
 // One pass over a layer's output gradient: y = x, zeroed where h <= 0 (the ReLU's
 // derivative), in the compute type (y may be the matrix x reads), and the bias gradient
-// bias_grad[j] = sum over rows of y[r][j] as stored. With g (rows x e, e > 0), the head's
+// bias_grad[j] = sum over rows of y[r][j] as stored. With E > 0 and g (rows x E), the head's
 // output gradient when h is the last hidden layer, also the head's weight gradient
-// weight_grad[j * e + a] = sum over rows of h[r][j] g[r][a] (h^T g).
+// weight_grad[j * E + a] = sum over rows of h[r][j] g[r][a] (h^T g).
 //
 // A team takes kColumns adjacent columns of one of kRowChunks chunks of rows. On CUDA
 // neighbouring threads take neighbouring columns (and addresses), and its kGroups thread
@@ -163,7 +198,7 @@ struct ThroughHead {
 constexpr int kColumns = 32, kGroups = 16, kRowChunks = 8;
 constexpr int kThreads = kColumns * kGroups;
 
-template <class Source, class T>
+template <int E, class Source, class T>
 void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<const T>& h,
                         const Matrix<T>& y, std::size_t rows, float* bias_grad,
                         const Matrix<const T>& g, float* weight_grad, const Matrix<float>& partials,
@@ -171,8 +206,8 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Policy::member_type;
   using Scratch = TeamScratch<float>;
-  const std::size_t cols = h.extent(1), extras = g.extent(1);
-  const int sums = 1 + static_cast<int>(extras);
+  const std::size_t cols = h.extent(1);
+  constexpr int sums = 1 + E;
 #if defined(DQNTRADER_BACKEND_CUDA)
   const int team = kThreads;
 #else
@@ -193,7 +228,7 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
           // One thread a team (the host): the chunk's rows in order, the tile's columns side
           // by side, their sums independent (so the compiler may vectorize across columns).
           const std::size_t width = first + kColumns < cols ? kColumns : cols - first;
-          float sum[kColumns] = {}, extra[kMaxHeadWidth][kColumns] = {}, held[kColumns];
+          float sum[kColumns] = {}, extra[E > 0 ? E : 1][kColumns] = {}, held[kColumns];
           for (std::size_t r = begin; r < end; ++r) {
             for (std::size_t c = 0; c < width; ++c) {
               const std::size_t j = first + c;
@@ -216,7 +251,7 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
         } else {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kThreads), [&](const int t) {
             const std::size_t j = first + static_cast<std::size_t>(t % kColumns);
-            float sum = 0.0f, extra[kMaxHeadWidth] = {};
+            float sum = 0.0f, extra[E > 0 ? E : 1] = {};
             if (j < cols) {
               for (std::size_t r0 = begin + static_cast<std::size_t>(t / kColumns); r0 < end;
                    r0 += kGroups * kBatch) {
@@ -232,10 +267,8 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
                     break;
                   store(y(r, j), value[k]);
                   sum += value[k];
-                  for (int e = 0; e < kMaxHeadWidth; ++e) {
-                    if (e < sums - 1)
-                      extra[e] += held[k] * to_float(g(r, static_cast<std::size_t>(e)));
-                  }
+                  for (int e = 0; e < E; ++e)
+                    extra[e] += held[k] * to_float(g(r, static_cast<std::size_t>(e)));
                 }
               }
             }
@@ -267,7 +300,7 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
           if (e == 0)
             bias_grad[j] = total;
           else
-            weight_grad[j * extras + e - 1] = total;
+            weight_grad[j * E + e - 1] = total;
         });
       });
 }
@@ -289,18 +322,16 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
     throw InputError("the training network's head has at most " + std::to_string(kMaxHeadWidth) +
                      " outputs, not " + std::to_string(m_head_width));
   }
-  std::size_t widest = spec.state_size();
+  std::size_t widest = 0;
   for (std::size_t w : spec.hidden) {
     m_hidden_copies.push_back(Kokkos::View<T*, DeviceMemory>(
         Kokkos::view_alloc(space, std::string("dqntrader::nn::hidden")), copies * max_rows * w));
+    m_layer_grads.push_back(Matrix<T>(
+        Kokkos::view_alloc(space, std::string("dqntrader::nn::layer_grad")), max_rows, w));
     widest = std::max(widest, w);
   }
   m_head_grad = Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad")),
                           max_rows, m_head_width);
-  m_grad_a =
-      Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::grad_a")), max_rows, widest);
-  m_grad_b =
-      Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::grad_b")), max_rows, widest);
   m_column_partials =
       Matrix<float>(Kokkos::view_alloc(space, std::string("dqntrader::nn::column_partials")),
                     kRowChunks, (1 + m_head_width) * widest);
@@ -406,8 +437,8 @@ OutputGradient<T> Mlp<T>::output_gradient(std::size_t rows,
 }
 
 template <class T>
-void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, std::size_t rows,
-                      const Kokkos::View<float*, DeviceMemory>& grads) {
+void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, const Weights<T>& w,
+                      std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads) {
   const NetworkSpec& spec = m_layout.spec();
   if (rows > m_max_rows || grads.extent(0) != m_layout.size()) {
     throw InputError("Mlp::backward: rows or gradient buffer do not match the network");
@@ -422,28 +453,30 @@ void Mlp<T>::backward(const ExecSpace& space, const Weights<T>& w, std::size_t r
   const std::size_t head = spec.hidden.size();
   const Matrix<const T> g = first_rows(m_head_grad, rows);
   const Matrix<const T> last = hidden(head - 1, rows);
-  Matrix<T> dz(m_grad_a.data(), rows, spec.hidden.back());
-  masked_column_sums(space, ThroughHead<T>{g, block(w.working, m_layout.weight(head))}, last, dz,
-                     rows, bias_grad(head - 1), g, grads.data() + m_layout.weight(head).offset,
-                     m_column_partials, m_column_arrivals);
-  // Hidden layers, last to first: dW = H_in^T dZ; then dH_in = dZ W^T, and the layer below's
-  // dZ = dH_in * relu'(Z_in) and its bias gradient, in place.
-  T* spare = m_grad_b.data();
+  const Matrix<T> dz_last = first_rows(m_layer_grads[head - 1], rows);
+  with_head_width(m_head_width, [&](auto width) {
+    constexpr int W = decltype(width)::value;
+    masked_column_sums<W>(space, ThroughHead<W, T>{g, block(w.working, m_layout.weight(head))},
+                          last, dz_last, rows, bias_grad(head - 1), g,
+                          grads.data() + m_layout.weight(head).offset, m_column_partials,
+                          m_column_arrivals);
+  });
+  // Hidden layers, last to first: dW = H_in^T dZ on the side; on space, dH_in = dZ W^T,
+  // then the layer below's dZ = dH_in * relu'(Z_in) and its bias gradient, in place.
   for (std::size_t l = head; l-- > 0;) {
     const Matrix<const T> input =
         l == 0 ? first_rows(m_states, rows) : Matrix<const T>(hidden(l - 1, rows));
-    product(space, Op::transpose, Op::none, input, Matrix<const T>(dz),
-            grad_block(m_layout.weight(l)), {});
+    const Matrix<const T> dz = first_rows(Matrix<const T>(m_layer_grads[l]), rows);
+    side.fork(space);
+    product(side.space(), Op::transpose, Op::none, input, dz, grad_block(m_layout.weight(l)), {});
     if (l == 0)
       break;
-    Matrix<T> next(spare, rows, spec.hidden[l - 1]);
-    product(space, Op::none, Op::transpose, Matrix<const T>(dz),
-            block(w.working, m_layout.weight(l)), next, {});
-    masked_column_sums(space, Loaded<T>{next}, input, next, rows, bias_grad(l - 1),
-                       Matrix<const T>(), nullptr, m_column_partials, m_column_arrivals);
-    spare = dz.data();
-    dz = next;
+    const Matrix<T> next = first_rows(m_layer_grads[l - 1], rows);
+    product(space, Op::none, Op::transpose, dz, block(w.working, m_layout.weight(l)), next, {});
+    masked_column_sums<0>(space, Loaded<T>{next}, input, next, rows, bias_grad(l - 1),
+                          Matrix<const T>(), nullptr, m_column_partials, m_column_arrivals);
   }
+  side.join(space);
 }
 
 template class Mlp<float>;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "backends/execution.hpp"
 #include "backends/gemm.hpp"
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/precision.hpp"
@@ -100,9 +101,11 @@ class Mlp {
 
   /// Completes grads: the gradient, with respect to every parameter, of sum over r < rows, a
   /// of dq[r][a] * Q(states[r])[a], for the states of the last forward() and the dq written
-  /// through output_gradient(rows, grads) before.
-  void backward(const ExecSpace& space, const Weights<T>& w, std::size_t rows,
-                const Kokkos::View<float*, DeviceMemory>& grads);
+  /// through output_gradient(rows, grads) before. The weight gradients' products run on side,
+  /// forked from space as each layer's gradient is ready, beside the chain of input gradients
+  /// on space; side is joined back into space at the end.
+  void backward(const ExecSpace& space, const exec::SideStream& side, const Weights<T>& w,
+                std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads);
 
   const ParameterLayout& layout() const { return m_layout; }
 
@@ -121,9 +124,11 @@ class Mlp {
   Matrix<const T> m_states;
   // Post-ReLU activations per hidden layer: [copy][row][column], max_rows rows a copy.
   std::vector<Kokkos::View<T*, DeviceMemory>> m_hidden_copies;
-  Matrix<T> m_head_grad;            // d loss / d head outputs, written by the loss
-  Matrix<T> m_grad_a, m_grad_b;     // activation gradients, ping-pong
-  Matrix<float> m_column_partials;  // gradient sums per chunk of rows
+  Matrix<T> m_head_grad;  // d loss / d head outputs, written by the loss
+  // d loss / d Z per hidden layer (before its ReLU), each kept until the side's
+  // weight-gradient product has read it.
+  std::vector<Matrix<T>> m_layer_grads;
+  Matrix<float> m_column_partials;                     // gradient sums per chunk of rows
   Kokkos::View<int*, DeviceMemory> m_column_arrivals;  // chunks summed, per column tile
 };
 

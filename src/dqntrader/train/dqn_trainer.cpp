@@ -433,6 +433,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     if (!m_cycle.captured()) {
       compat::fence(m_space, "dqntrader::train: the stream must be idle before graph capture");
       m_cycle.capture(m_space, [this, cycle] {
+        m_side.fork(m_space);  // the side's work is recorded with the cycle's
         // Records (or, without graphs, runs) the cycle's work; the host's counters are
         // advanced by the caller for every replay, so they are put back here.
         const std::int64_t steps = m_steps, learning = m_learning_steps;
@@ -447,6 +448,9 @@ class EngineImpl final : public DqnTrainer::Engine {
       });
     }
     m_cycle.replay(m_space);
+    // The side stream itself is not ordered after the replay (its recorded work is in the
+    // graph): the next step's work there waits for the whole cycle.
+    m_side.fork(m_space);
     m_steps += cycle;
     if (c.probe_interval > 0)
       m_probes_this_epoch += static_cast<std::size_t>(cycle) / c.probe_interval;
@@ -461,12 +465,18 @@ class EngineImpl final : public DqnTrainer::Engine {
     return static_cast<std::size_t>(cycle);
   }
 
+  // One step. Work on the side stream (m_side) runs beside the main stream's: the
+  // environments' step beside the TD loss and backward, the weight gradients' products beside
+  // the chain of input gradients (Mlp::backward), and the next learning step's state assembly
+  // beside this one's Adam, guard and probe. The side is joined back before anything on the
+  // main stream reads what it wrote, and by the end of every step.
   void step() {
     const TrainConfig& c = config;
     const std::size_t b = c.batch_size, e = c.environments;
     if (m_fault == "price") {
       write_nan(m_space, m_close_mutable);  // every price from now on
       m_fault.clear();
+      m_side.fork(m_space);  // the side's assembly and environments read the prices
     }
     // Learning, once the replay holds enough complete n-step windows (the host knows the
     // count: every step writes E transitions), draws its batch first, so that one pass of
@@ -479,7 +489,10 @@ class EngineImpl final : public DqnTrainer::Engine {
     const env::StateSource environments{m_env->bars(), m_env->positions()};
     Matrix<const float> env_q;
     if (ready) {
+      // On the side, after the environments' last step and the last backward's reads of the
+      // states, which went there too.
       assemble_learning_states(environments);
+      m_side.join(m_space);
       m_net->forward_pair(m_space, pair_weights(), m_target_offset, m_states, 2 * b + e, m_q);
       env_q = rows_of(Matrix<const float>(m_q_online), 2 * b, e);
     } else {
@@ -488,24 +501,30 @@ class EngineImpl final : public DqnTrainer::Engine {
       m_net->forward(m_space, online_weights(), m_states, e, m_q_online);
       env_q = rows_of(Matrix<const float>(m_q_online), 0, e);
     }
-    m_env->step(m_space, env_q, *m_replay, m_step);  // and advances the replay and m_step
     ++m_steps;
-    if (ready)
-      learn(b);
+    m_side.fork(m_space);
+    m_env->step(m_side.space(), env_q, *m_replay, m_step);  // and advances the replay and m_step
+    if (!ready) {
+      m_side.join(m_space);
+      return;
+    }
+    learn(b);  // its backward joins the side: the environments' Q-values are free after it
+    monitor(b);
   }
 
   // Draws the batch of this learning step, from the vaccine set every vaccine_interval-th
-  // step, and assembles its states and the environments' in one kernel.
+  // step, and assembles its states and the environments' in one kernel, on the side.
   void assemble_learning_states(const env::StateSource& environments) {
     const TrainConfig& c = config;
     const std::int64_t learning_step = m_learning_steps + 1;
     const Matrix<const T> features(m_features);
+    const ExecSpace& side = m_side.space();
     if (c.vaccine_interval > 0 &&
         learning_step % static_cast<std::int64_t>(c.vaccine_interval) == 0) {
-      env::assemble_learning_states(m_space, features, m_vaccine->sampler(c.seed, m_step), m_batch,
+      env::assemble_learning_states(side, features, m_vaccine->sampler(c.seed, m_step), m_batch,
                                     environments, m_states);
     } else {
-      env::assemble_learning_states(m_space, features, m_replay->sampler(c.seed, m_step), m_batch,
+      env::assemble_learning_states(side, features, m_replay->sampler(c.seed, m_step), m_batch,
                                     environments, m_states);
     }
   }
@@ -519,7 +538,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b),
             rows_of(Matrix<const float>(m_q_target), b, b), m_batch, c.huber_delta,
             m_net->output_gradient(b, m_grads), m_loss, m_sums);
-    m_net->backward(m_space, online_weights(), b, m_grads);
+    m_net->backward(m_space, m_side, online_weights(), b, m_grads);
     if (m_fault == "gradient")
       write_nan(m_space, m_grads, 1);
     m_adam->step(m_space, m_online, m_grads, m_online_working);
@@ -535,6 +554,11 @@ class EngineImpl final : public DqnTrainer::Engine {
       if constexpr (std::is_same<T, bf16>::value)
         Kokkos::deep_copy(m_space, m_target_working, m_online_working);
     }
+  }
+
+  // The guard's check and the causal probe, at their intervals, after learning step b.
+  void monitor(std::size_t b) {
+    const TrainConfig& c = config;
     if (c.guard_interval > 0 &&
         m_learning_steps % static_cast<std::int64_t>(c.guard_interval) == 0) {
       m_guard->check(m_space, learner_state(), rows_of(Matrix<const float>(m_q_online), 0, 2 * b),
@@ -581,6 +605,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   Kokkos::View<std::int64_t, DeviceMemory> m_step;
   std::int64_t m_steps = 0, m_learning_steps = 0, m_skipped_before = 0, m_restores_before = 0;
   std::size_t m_epoch = 0, m_probes_this_epoch = 0;
+  exec::SideStream m_side;  // work beside the main stream's (step())
   exec::CapturedWork m_cycle;
   std::int64_t m_first_cycle = -1;
   bool m_recording = false;
