@@ -68,10 +68,11 @@ void write_output_gradient(const ExecSpace& space, const nn::OutputGradient<T>& 
   space.fence();
 }
 
-// L(theta) = sum over rows and actions of w[r][a] * Q(state_r; theta)[a], in double.
+// L(theta) = sum over rows and actions of w[r][a] * Q(state_r; theta)[a], in double; with
+// kink, also the smallest |pre-activation| of a hidden unit there.
 double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
                   const std::vector<double>& features, const std::vector<int>& incoming,
-                  const std::vector<double>& w) {
+                  const std::vector<double>& w, double* kink = nullptr) {
   double total = 0.0;
   const std::size_t rows = incoming.size();
   for (std::size_t r = 0; r < rows; ++r) {
@@ -87,6 +88,8 @@ double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
         for (std::size_t i = 0; i < in.size(); ++i)
           sum += in[i] * theta[offset + i * outputs + o];
         out[o] = relu ? std::max(sum, 0.0) : sum;
+        if (relu && kink != nullptr)
+          *kink = std::min(*kink, std::fabs(sum));
       }
       offset += in.size() * outputs + outputs;
       return out;
@@ -131,14 +134,25 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   const nn::NetworkSpec spec = small_network({40, 33}, dueling);
   const nn::ParameterLayout layout(spec);
   const std::size_t rows = 9, state = spec.state_size();
-  std::vector<float> parameters = nn::initial_parameters(layout, seed);
-  for (float& p : parameters)
-    p += 0.05f * static_cast<float>(std::uniform_real_distribution<double>(-1, 1)(rng));
-  const std::vector<float> features = testing::random_values(rng, rows * spec.features);
+  const oracle::Network reference{spec.features, 3, 3, spec.hidden, dueling};
+  // Drawn again while a hidden unit's pre-activation lies within 1e-4 of its ReLU's kink,
+  // where the derivative is not defined: a central difference would straddle it, or the
+  // float forward pass would put the unit on the other side of it than the double one.
+  std::vector<float> parameters, features, w;
   std::vector<int> incoming(rows);
-  for (int& p : incoming)
-    p = static_cast<int>(rng() % 3);
-  const std::vector<float> w = testing::random_values(rng, rows * spec.actions);
+  for (double kink = 0.0; kink < 1e-4;) {
+    parameters = nn::initial_parameters(layout, seed);
+    for (float& p : parameters)
+      p += 0.05f * static_cast<float>(std::uniform_real_distribution<double>(-1, 1)(rng));
+    features = testing::random_values(rng, rows * spec.features);
+    for (int& p : incoming)
+      p = static_cast<int>(rng() % 3);
+    w = testing::random_values(rng, rows * spec.actions);
+    kink = std::numeric_limits<double>::infinity();
+    weighted_q(reference, std::vector<double>(parameters.begin(), parameters.end()),
+               std::vector<double>(features.begin(), features.end()), incoming,
+               std::vector<double>(w.begin(), w.end()), &kink);
+  }
 
   const ExecSpace space;
   nn::Mlp<float> net(space, spec, Precision::fp32, rows);
@@ -165,7 +179,6 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   // Forward: Q of each row against the reference (weighted_q with one-hot weights).
   const auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
   {
-    const oracle::Network reference{spec.features, 3, 3, spec.hidden, dueling};
     const std::vector<double> theta(parameters.begin(), parameters.end());
     const std::vector<double> f64(features.begin(), features.end());
     for (std::size_t r = 0; r < rows; ++r) {
@@ -179,7 +192,6 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
     }
   }
 
-  const oracle::Network reference{spec.features, 3, 3, spec.hidden, dueling};
   std::vector<double> theta(parameters.begin(), parameters.end());
   const std::vector<double> f64(features.begin(), features.end()), w64(w.begin(), w.end());
   double worst = 0.0, scale = 0.0;
