@@ -41,14 +41,16 @@ Adam::Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& s
       m_norm2(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_norm2"))),
       m_norm_blocks(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_norm_blocks")),
                     kNormBlocks),
-      m_arrivals(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_arrivals"))) {
+      m_arrivals(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_arrivals"))),
+      m_factors(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_factors"))) {
   Kokkos::deep_copy(space, m_counters, AdamCounters{0, 0, 0, 0, 1.0, 1.0});
 }
 
 // Two kernels. The first takes the squared sums of kNormBlocks blocks of the gradient, one
 // team each; the team that arrives last adds them (its threads in a fixed pattern, then the
-// tree), stores the squared norm and advances the counters (a non-finite norm skips the
-// step). The second updates, reading the counters as they stand after this step.
+// tree), stores the squared norm, advances the counters (a non-finite norm skips the step)
+// and works out the factors every parameter's update shares (clipping, rate, bias
+// corrections). The second updates, each thread one parameter.
 template <class T>
 void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& parameters,
                 const Kokkos::View<const float*, DeviceMemory>& grads,
@@ -61,6 +63,7 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
   const auto m = m_m, v = m_v;
   const auto counters = m_counters;
   const auto norm2 = m_norm2;
+  const auto factors = m_factors;
   const double beta1 = s.beta1, beta2 = s.beta2;
   const int team = tree_sum_team_size();
   Policy policy(space, kNormBlocks, team);
@@ -93,42 +96,46 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
         norm2() = squared;
         AdamCounters& c = counters();
         c.calls += 1;
+        AdamStepFactors f{0, 1.0f, 0.0f, 1.0f, 1.0f};
         if (squared <= compat::max_double) {
           c.applied += 1;
           c.consecutive = 0;
           c.beta1_power *= beta1;
           c.beta2_power *= beta2;
+          const double norm = compat::kmath::sqrt(squared);
+          f.apply = 1;
+          f.scale = s.clip_norm > 0.0f && norm > s.clip_norm
+                        ? static_cast<float>(s.clip_norm / norm)
+                        : 1.0f;
+          // The schedule's position before this step; the bias correction of this step,
+          // t = applied: 1 - beta^t.
+          f.rate = scheduled_rate(s.schedule, s.learning_rate, s.final_fraction, c.calls - 1,
+                                  s.schedule_steps);
+          f.bias1 = static_cast<float>(1.0 - c.beta1_power);
+          f.bias2 = static_cast<float>(1.0 - c.beta2_power);
         } else {
           c.skipped += 1;
           c.consecutive += 1;
         }
+        factors() = f;
       });
   const bool write_working = working.extent(0) == n;
   Kokkos::parallel_for(
       "dqntrader::nn::adam_update", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
       KOKKOS_LAMBDA(const std::size_t i) {
-        const double squared = norm2();
-        if (!(squared <= compat::max_double))
+        const AdamStepFactors f = factors();
+        if (f.apply == 0)
           return;  // NaN or infinity: skip the step
-        const double norm = compat::kmath::sqrt(squared);
-        const float scale = s.clip_norm > 0.0f && norm > s.clip_norm
-                                ? static_cast<float>(s.clip_norm / norm)
-                                : 1.0f;
-        const AdamCounters c = counters();
-        // The schedule's position before this step; the bias correction of this step,
-        // t = applied: 1 - beta^t.
-        const float rate = scheduled_rate(s.schedule, s.learning_rate, s.final_fraction,
-                                          c.calls - 1, s.schedule_steps);
-        const float g = grads(i) * scale;
+        const float g = grads(i) * f.scale;
         const float mi = s.beta1 * m(i) + (1.0f - s.beta1) * g;
         const float vi = s.beta2 * v(i) + (1.0f - s.beta2) * g * g;
         m(i) = mi;
         v(i) = vi;
-        const float m_hat = mi / static_cast<float>(1.0 - c.beta1_power);
-        const float v_hat = vi / static_cast<float>(1.0 - c.beta2_power);
+        const float m_hat = mi / f.bias1;
+        const float v_hat = vi / f.bias2;
         const float p = parameters(i);
         const float updated =
-            p - rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p);
+            p - f.rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p);
         parameters(i) = updated;
         if (write_working)
           store(working(i), updated);

@@ -36,6 +36,15 @@ struct AdamCounters {
   double beta1_power, beta2_power;  // beta^applied, for the bias correction
 };
 
+/// What every parameter's update in a step shares, worked out once by the step's first
+/// kernel (device memory, internal to Adam::step).
+struct AdamStepFactors {
+  int apply;           // 0: the norm is not finite, the step is skipped
+  float scale;         // the clipping's factor
+  float rate;          // the schedule's learning rate
+  float bias1, bias2;  // 1 - beta^t, t = steps applied
+};
+
 class Adam {
  public:
   Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& settings);
@@ -65,6 +74,7 @@ class Adam {
   Kokkos::View<double, DeviceMemory> m_norm2;
   Kokkos::View<double*, DeviceMemory> m_norm_blocks;  // squared sums of the gradient's blocks
   Kokkos::View<int, DeviceMemory> m_arrivals;         // blocks summed so far in this step
+  Kokkos::View<AdamStepFactors, DeviceMemory> m_factors;
 };
 
 /// The learning rate of a schedule after `calls` of `steps` steps (device and host alike).
