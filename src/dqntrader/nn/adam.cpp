@@ -31,6 +31,15 @@ using Scratch = TeamScratch<double>;
 // is taken in the same order at every thread count.
 constexpr int kNormBlocks = 512;
 
+// The update's teams: kUpdateThreads threads each (one on the host), each thread taking
+// kAhead parameters at a time, kTileRounds times.
+#if defined(DQNTRADER_BACKEND_CUDA)
+constexpr int kUpdateThreads = 256, kTileRounds = 2;
+#else
+constexpr int kUpdateThreads = 1, kTileRounds = 512;
+#endif
+constexpr int kAhead = 4;
+
 }  // namespace
 
 Adam::Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& settings)
@@ -119,26 +128,50 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
         }
         factors() = f;
       });
+  // The update: a team per tile of kUpdateThreads * kTileRounds * kAhead parameters, its
+  // threads kAhead parameters at a time, kUpdateThreads apart (loaded before any is stored,
+  // so that the loads overlap).
   const bool write_working = working.extent(0) == n;
+  const std::size_t tile = std::size_t{kUpdateThreads} * kTileRounds * kAhead;
   Kokkos::parallel_for(
-      "dqntrader::nn::adam_update", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const std::size_t i) {
+      "dqntrader::nn::adam_update",
+      Policy(space, static_cast<int>((n + tile - 1) / tile), kUpdateThreads),
+      KOKKOS_LAMBDA(const Member& member) {
         const AdamStepFactors f = factors();
         if (f.apply == 0)
           return;  // NaN or infinity: skip the step
-        const float g = grads(i) * f.scale;
-        const float mi = s.beta1 * m(i) + (1.0f - s.beta1) * g;
-        const float vi = s.beta2 * v(i) + (1.0f - s.beta2) * g * g;
-        m(i) = mi;
-        v(i) = vi;
-        const float m_hat = mi / f.bias1;
-        const float v_hat = vi / f.bias2;
-        const float p = parameters(i);
-        const float updated =
-            p - f.rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p);
-        parameters(i) = updated;
-        if (write_working)
-          store(working(i), updated);
+        const std::size_t size = kUpdateThreads;
+        const std::size_t begin = static_cast<std::size_t>(member.league_rank()) * tile +
+                                  static_cast<std::size_t>(member.team_rank());
+        const std::size_t end = begin - static_cast<std::size_t>(member.team_rank()) + tile;
+        for (std::size_t first = begin; first < end && first < n; first += size * kAhead) {
+          float g[kAhead], mi[kAhead], vi[kAhead], p[kAhead];
+          for (int k = 0; k < kAhead; ++k) {
+            const std::size_t i = first + static_cast<std::size_t>(k) * size;
+            const bool in = i < n;
+            g[k] = in ? grads(i) * f.scale : 0.0f;
+            mi[k] = in ? m(i) : 0.0f;
+            vi[k] = in ? v(i) : 0.0f;
+            p[k] = in ? parameters(i) : 0.0f;
+          }
+          for (int k = 0; k < kAhead; ++k) {
+            const std::size_t i = first + static_cast<std::size_t>(k) * size;
+            if (i >= n)
+              break;
+            mi[k] = s.beta1 * mi[k] + (1.0f - s.beta1) * g[k];
+            vi[k] = s.beta2 * vi[k] + (1.0f - s.beta2) * g[k] * g[k];
+            m(i) = mi[k];
+            v(i) = vi[k];
+            const float m_hat = mi[k] / f.bias1;
+            const float v_hat = vi[k] / f.bias2;
+            const float updated =
+                p[k] -
+                f.rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p[k]);
+            parameters(i) = updated;
+            if (write_working)
+              store(working(i), updated);
+          }
+        }
       });
 }
 

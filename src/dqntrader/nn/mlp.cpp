@@ -32,35 +32,6 @@ Matrix<T> first_rows(const Matrix<T>& m, std::size_t rows) {
 // independent chains).
 constexpr int kBatch = 8;
 
-// Calls f(std::integral_constant<int, W>()) for W = width, 1 to kMaxHeadWidth: the head's
-// passes take its width as a constant, so that their loops over its outputs unroll into
-// registers with no bounds checks.
-template <class F>
-void with_head_width(std::size_t width, const F& f) {
-  switch (width) {
-    case 1:
-      return f(std::integral_constant<int, 1>());
-    case 2:
-      return f(std::integral_constant<int, 2>());
-    case 3:
-      return f(std::integral_constant<int, 3>());
-    case 4:
-      return f(std::integral_constant<int, 4>());
-    case 5:
-      return f(std::integral_constant<int, 5>());
-    case 6:
-      return f(std::integral_constant<int, 6>());
-    case 7:
-      return f(std::integral_constant<int, 7>());
-    case 8:
-      return f(std::integral_constant<int, 8>());
-    default:
-      throw InputError("a head of " + std::to_string(width) + " outputs (1 to " +
-                       std::to_string(kMaxHeadWidth) + ")");
-  }
-}
-static_assert(kMaxHeadWidth == 8, "with_head_width covers widths 1 to kMaxHeadWidth");
-
 // The head in one pass, kLanes threads (a warp on CUDA) per row r of each copy c: o =
 // in(c, r, :) w_c + bias_c (copy c's weight, W columns, and bias copy_stride values after copy
 // c - 1's), and q(c, r, :) = o, or with a dueling head q_a = o_0 + o_{1+a} - mean_b o_{1+b}. The

@@ -9,11 +9,14 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/execution.hpp"
 #include "backends/gemm.hpp"
 #include "dqntrader/core/bf16.hpp"
+#include "dqntrader/core/error.hpp"
 #include "dqntrader/core/precision.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/nn/network_spec.hpp"
@@ -73,6 +76,35 @@ struct OutputGradient {
 /// The most head outputs (actions, plus one with a dueling head) Mlp takes: its head passes
 /// keep one sum per output in registers.
 constexpr int kMaxHeadWidth = 8;
+
+/// Calls f(std::integral_constant<int, W>()) for W = width, 1 to kMaxHeadWidth (InputError
+/// otherwise): kernels over the head's outputs (or the actions) take their count as a
+/// constant, so that their loops over them unroll into registers with no bounds checks.
+template <class F>
+void with_head_width(std::size_t width, const F& f) {
+  switch (width) {
+    case 1:
+      return f(std::integral_constant<int, 1>());
+    case 2:
+      return f(std::integral_constant<int, 2>());
+    case 3:
+      return f(std::integral_constant<int, 3>());
+    case 4:
+      return f(std::integral_constant<int, 4>());
+    case 5:
+      return f(std::integral_constant<int, 5>());
+    case 6:
+      return f(std::integral_constant<int, 6>());
+    case 7:
+      return f(std::integral_constant<int, 7>());
+    case 8:
+      return f(std::integral_constant<int, 8>());
+    default:
+      throw InputError("a head of " + std::to_string(width) + " outputs (1 to " +
+                       std::to_string(kMaxHeadWidth) + ")");
+  }
+}
+static_assert(kMaxHeadWidth == 8, "with_head_width covers widths 1 to kMaxHeadWidth");
 
 template <class T>
 class Mlp {

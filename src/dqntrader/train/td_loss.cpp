@@ -33,7 +33,8 @@ struct Row {
   }
 };
 
-template <class T>
+// A actions (a constant, so that the loops over them unroll).
+template <int A, class T>
 struct TdLoss {
   Matrix<const float> q_online, q_target;
   replay::Batch batch;
@@ -44,10 +45,10 @@ struct TdLoss {
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     const int n = member.team_size(), t = member.team_rank();
-    const std::size_t batch_size = gradient.head.extent(0), actions = gradient.actions();
-    const Scratch partial(member.team_scratch(0), (kTotals + actions) * n);
-    for (std::size_t a = 0; a < actions; ++a)
-      partial((kTotals + static_cast<int>(a)) * n + t) = 0.0;
+    const std::size_t batch_size = gradient.head.extent(0);
+    const Scratch partial(member.team_scratch(0), (kTotals + A) * n);
+    for (int a = 0; a < A; ++a)
+      partial((kTotals + a) * n + t) = 0.0;
     double loss = 0.0, q_sum = 0.0, non_finite = 0.0;
     for (std::size_t i0 = static_cast<std::size_t>(t); i0 < batch_size;
          i0 += static_cast<std::size_t>(n) * kRows) {
@@ -59,7 +60,7 @@ struct TdLoss {
         if (i >= batch_size)
           continue;
         const std::size_t next = batch_size + i;
-        for (std::size_t a = 1; a < actions; ++a) {
+        for (std::size_t a = 1; a < A; ++a) {
           if (q_online(next, a) > q_online(next, best[k]))
             best[k] = a;
         }
@@ -76,7 +77,7 @@ struct TdLoss {
         const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
         const float dq = static_cast<float>(clipped / static_cast<double>(batch_size));
         gradient.write_row(i, OneHot{taken[k], dq});
-        if (taken[k] < actions)
+        if (taken[k] < A)
           partial((kTotals + static_cast<int>(taken[k])) * n + t) += static_cast<double>(dq);
         loss += huber(d, delta);
         q_sum += q;
@@ -87,7 +88,7 @@ struct TdLoss {
     partial(t) = loss;
     partial(n + t) = q_sum;
     partial(2 * n + t) = non_finite;
-    team_tree_sum(member, partial, kTotals + static_cast<int>(actions));
+    team_tree_sum(member, partial, kTotals + A);
     if (t == 0) {
       gradient.write_bias(Row<Scratch>{partial, n});
       sums() = LossSums{partial(0), partial(n), partial(2 * n) == 0.0 ? 1.0 : 0.0};
@@ -111,8 +112,11 @@ void td_loss(const ExecSpace& space, const Matrix<const float>& q_online,
   Policy policy(space, 1, team);
   policy.set_scratch_size(
       0, Kokkos::PerTeam(Scratch::shmem_size((kTotals + gradient.actions()) * team)));
-  Kokkos::parallel_for("dqntrader::train::td_loss", policy,
-                       TdLoss<T>{q_online, q_target, batch, huber_delta, gradient, sums, totals});
+  nn::with_head_width(gradient.actions(), [&](auto actions) {
+    Kokkos::parallel_for("dqntrader::train::td_loss", policy,
+                         TdLoss<decltype(actions)::value, T>{q_online, q_target, batch, huber_delta,
+                                                             gradient, sums, totals});
+  });
 }
 
 template void td_loss(const ExecSpace&, const Matrix<const float>&, const Matrix<const float>&,
