@@ -1,19 +1,20 @@
 // DQNTrainer: double DQN trained on the device, validated on the device.
 //
-// One step, in order on one execution space (one stream, no host round trip): once learning
-// has started, a batch is drawn from the replay ring (from the vaccine set every
-// vaccine_interval-th step) and one kernel rebuilds by index the batch's states s and s' and
-// the environments' states; one pass of the online and the target network together (one
-// batched product per layer) evaluates all of them; the environments act on their online
-// Q-values and write their transitions into the ring (before learning starts, the online
-// network evaluates the environments alone); then the fused TD kernel gives the Huber loss
-// and dL/dQ (from the target's Q-values of s'), backward fills the gradients, Adam (with
-// clipping and its finite check) updates, the target follows (hard every target_update steps
-// or soft with tau), the guard checks every guard_interval steps and the causal probe runs
-// every probe_interval steps. A batch is drawn before the step's own transitions enter the
-// ring. Nothing is logged and nothing is read back inside the loop: at the epoch's end one
-// small struct of sums comes back and the BacktestEvaluator validates the online network on
-// the validation window.
+// One step, with no host round trip, on the execution space given and a side stream that
+// takes the work which can run beside it (step() in dqn_trainer.cpp says which; the order
+// below is the order of the data): once learning has started, a batch is drawn from the
+// replay ring (from the vaccine set every vaccine_interval-th step) and one kernel rebuilds
+// by index the batch's states s and s' and the environments' states; one pass of the online
+// and the target network together (one batched product per layer) evaluates all of them; the
+// environments act on their online Q-values and write their transitions into the ring
+// (before learning starts, the online network evaluates the environments alone); then the
+// fused TD kernel gives the Huber loss and dL/dQ (from the target's Q-values of s'), backward
+// fills the gradients, Adam (with clipping and its finite check) updates, the target follows
+// (hard every target_update steps or soft with tau), the guard checks every guard_interval
+// steps and the causal probe runs every probe_interval steps. A batch is drawn before the
+// step's own transitions enter the ring. Nothing is logged and nothing is read back inside
+// the loop: at the epoch's end one small struct of sums comes back and the BacktestEvaluator
+// validates the online network on the validation window.
 #pragma once
 
 #include <cstddef>
