@@ -59,7 +59,7 @@ Adam::Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& s
 // team each; the team that arrives last adds them (its threads in a fixed pattern, then the
 // tree), stores the squared norm, advances the counters (a non-finite norm skips the step)
 // and works out the factors every parameter's update shares (clipping, rate, bias
-// corrections). The second updates, each thread one parameter.
+// corrections). The second updates every parameter with them.
 template <class T>
 void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& parameters,
                 const Kokkos::View<const float*, DeviceMemory>& grads,
