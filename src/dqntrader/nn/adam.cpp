@@ -47,7 +47,6 @@ Adam::Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& s
       m_m(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_m")), parameters),
       m_v(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_v")), parameters),
       m_counters(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_counters"))),
-      m_norm2(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_norm2"))),
       m_norm_blocks(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_norm_blocks")),
                     kNormBlocks),
       m_arrivals(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_arrivals"))),
@@ -57,9 +56,9 @@ Adam::Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& s
 
 // Two kernels. The first takes the squared sums of kNormBlocks blocks of the gradient, one
 // team each; the team that arrives last adds them (its threads in a fixed pattern, then the
-// tree), stores the squared norm, advances the counters (a non-finite norm skips the step)
-// and works out the factors every parameter's update shares (clipping, rate, bias
-// corrections). The second updates every parameter with them.
+// tree), advances the counters (a non-finite norm skips the step) and works out the factors
+// every parameter's update shares (clipping, rate, bias corrections). The second updates
+// every parameter with them.
 template <class T>
 void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& parameters,
                 const Kokkos::View<const float*, DeviceMemory>& grads,
@@ -71,7 +70,6 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
   const AdamSettings s = m_settings;
   const auto m = m_m, v = m_v;
   const auto counters = m_counters;
-  const auto norm2 = m_norm2;
   const auto factors = m_factors;
   const double beta1 = s.beta1, beta2 = s.beta2;
   const int team = tree_sum_team_size();
@@ -102,7 +100,6 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
         if (rank != 0)
           return;
         const double squared = partial(0);
-        norm2() = squared;
         AdamCounters& c = counters();
         c.calls += 1;
         AdamStepFactors f{0, 1.0f, 0.0f, 1.0f, 1.0f};

@@ -63,15 +63,12 @@ class Adam {
   Kokkos::View<float*, DeviceMemory> first_moment() const { return m_m; }
   Kokkos::View<float*, DeviceMemory> second_moment() const { return m_v; }
   Kokkos::View<AdamCounters, DeviceMemory> counters() const { return m_counters; }
-  /// The last step's squared gradient norm (before clipping).
-  Kokkos::View<double, DeviceMemory> squared_norm() const { return m_norm2; }
   const AdamSettings& settings() const { return m_settings; }
 
  private:
   AdamSettings m_settings;
   Kokkos::View<float*, DeviceMemory> m_m, m_v;
   Kokkos::View<AdamCounters, DeviceMemory> m_counters;
-  Kokkos::View<double, DeviceMemory> m_norm2;
   Kokkos::View<double*, DeviceMemory> m_norm_blocks;  // squared sums of the gradient's blocks
   Kokkos::View<int, DeviceMemory> m_arrivals;         // blocks summed so far in this step
   Kokkos::View<AdamStepFactors, DeviceMemory> m_factors;
