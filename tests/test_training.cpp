@@ -258,7 +258,9 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
   nn::Mlp<float> paired(space, spec, Precision::fp32, rows, 2);
   nn::Mlp<float> single(space, spec, Precision::fp32, rows);
   MatrixBatch<float> q_pair("test::q_pair", 2, rows, spec.actions);
-  paired.forward_pair(space, {parameters, parameters}, offset, states, rows, q_pair);
+  nn::head_forward(space,
+                   paired.forward_pair(space, {parameters, parameters}, offset, states, rows), rows,
+                   q_pair);
   Matrix<float> q_target("test::q_target", rows, spec.actions);
   single.forward(space, {target_view, target_view}, states, rows, q_target);
   Matrix<float> q_online("test::q_online", rows, spec.actions);
@@ -360,28 +362,55 @@ TEST(Adam, SkipsANonFiniteStepWithEverythingUntouched) {
 
 // --- the TD target and the Huber loss ---------------------------------------------------------
 
+// A head whose outputs are given tables: one-hot hidden rows pick rows of its weight.
+struct TableHead {
+  Kokkos::View<float*, DeviceMemory> hidden, parameters;
+  nn::HeadInputs<float> inputs;
+};
+
+// Copy c's row r is one-hot at picks[c][r] (width = the tables' rows); copy c's head weight is
+// tables[c] (width x actions) and its bias zero.
+TableHead table_head(const std::vector<std::vector<std::size_t>>& picks,
+                     const std::vector<std::vector<std::vector<float>>>& tables) {
+  const std::size_t rows = picks[0].size(), width = tables[0].size(), actions = tables[0][0].size(),
+                    stride = width * actions + actions;
+  std::vector<float> hidden(2 * rows * width, 0.0f), parameters(2 * stride, 0.0f);
+  for (std::size_t c = 0; c < 2; ++c) {
+    for (std::size_t r = 0; r < picks[c].size(); ++r)
+      hidden[(c * rows + r) * width + picks[c][r]] = 1.0f;
+    for (std::size_t j = 0; j < width; ++j) {
+      for (std::size_t a = 0; a < actions; ++a)
+        parameters[c * stride + j * actions + a] = tables[c][j][a];
+    }
+  }
+  TableHead head{upload(hidden), upload(parameters), {}};
+  head.inputs.hidden = gemm::StridedBatch<const float>(
+      head.hidden.data(), Kokkos::LayoutStride(2, rows * width, rows, width, width, 1));
+  head.inputs.weight = head.parameters.data();
+  head.inputs.bias = head.parameters.data() + width * actions;
+  head.inputs.copy_stride = stride;
+  head.inputs.width = actions;
+  return head;
+}
+
 TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   const ExecSpace space;
-  // Two samples, three actions. Online Q for s (rows 0, 1) and s' (rows 2, 3); target Q for s'.
-  Matrix<float> q_online("test::q_online", 4, 3), q_target("test::q_target", 2, 3),
-      dq("test::dq", 2, 3);
+  // Two samples, three actions. Online Q for s (rows 0, 1), s' (rows 2, 3) and a further
+  // state (row 4); target Q for s'. The head picks them from tables.
+  const std::vector<std::vector<float>> online = {{0.5f, 1.0f, -0.5f},
+                                                  {2.0f, 0.0f, 1.0f},
+                                                  {0.1f, 0.9f, 0.3f},
+                                                  {1.5f, -1.0f, 1.4f},
+                                                  {0.3f, -0.2f, 0.7f}};
+  const std::vector<std::vector<float>> target = {{5.0f, 0.25f, -3.0f},
+                                                  {0.75f, 9.0f, 2.0f},
+                                                  {0.0f, 0.0f, 0.0f},
+                                                  {0.0f, 0.0f, 0.0f},
+                                                  {0.0f, 0.0f, 0.0f}};
+  const TableHead head = table_head({{0, 1, 2, 3, 4}, {2, 3, 0, 1, 4}}, {online, target});
+  Matrix<float> q("test::q", 5, 3), dq("test::dq", 2, 3);
   Kokkos::View<float*, DeviceMemory> head_bias("test::head_bias", 3);
   const nn::OutputGradient<float> gradient{dq, head_bias.data(), false};
-  auto qo = Kokkos::create_mirror_view(q_online);
-  auto qt = Kokkos::create_mirror_view(q_target);
-  const float online[4][3] = {
-      {0.5f, 1.0f, -0.5f}, {2.0f, 0.0f, 1.0f}, {0.1f, 0.9f, 0.3f}, {1.5f, -1.0f, 1.4f}};
-  const float target[2][3] = {{5.0f, 0.25f, -3.0f}, {0.75f, 9.0f, 2.0f}};
-  for (int r = 0; r < 4; ++r) {
-    for (int a = 0; a < 3; ++a)
-      qo(r, a) = online[r][a];
-  }
-  for (int r = 0; r < 2; ++r) {
-    for (int a = 0; a < 3; ++a)
-      qt(r, a) = target[r][a];
-  }
-  Kokkos::deep_copy(q_online, qo);
-  Kokkos::deep_copy(q_target, qt);
   replay::Batch batch(space, 2);
   auto set = [](const auto& view, std::initializer_list<double> values) {
     auto host = Kokkos::create_mirror_view(view);
@@ -395,7 +424,14 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   set(batch.discount, {0.9, 0.81});
   Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
   Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
-  train::td_loss(space, q_online, q_target, batch, 1.0, gradient, sums, totals);
+  const train::TdLoss td(space, 2, 3);
+  td.compute(space, head.inputs, 5, q, batch, 1.0, gradient, sums, totals);
+  // Every row's online Q-values, as the head gives them.
+  auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+  for (std::size_t r = 0; r < 5; ++r) {
+    for (std::size_t a = 0; a < 3; ++a)
+      EXPECT_EQ(q_host(r, a), online[r][a]) << r << " " << a;
+  }
   // Sample 0: online picks action 1 at s' (0.9), target gives 0.25: y = 0.5 + 0.9 * 0.25
   // = 0.725; Q(s, 1) = 1.0: d = 0.275, huber = d^2 / 2, gradient d / 2 on action 1.
   // Sample 1: online picks action 0 at s' (1.5), target gives 0.75: y = -1 + 0.81 * 0.75
@@ -420,16 +456,142 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   EXPECT_EQ(t().loss, s().loss);
   EXPECT_EQ(t().q, s().q);
   EXPECT_EQ(t().batches, 1.0);
-  train::td_loss(space, q_online, q_target, batch, 1.0, gradient, sums, totals);
+  td.compute(space, head.inputs, 5, q, batch, 1.0, gradient, sums, totals);
   Kokkos::deep_copy(t, totals);
   EXPECT_EQ(t().loss, 2 * s().loss);
   EXPECT_EQ(t().batches, 2.0);
   // A non-finite return makes the batch non-finite.
   set(batch.return_n, {std::numeric_limits<double>::quiet_NaN(), -1.0});
-  train::td_loss(space, q_online, q_target, batch, 1.0, gradient, sums, totals);
+  td.compute(space, head.inputs, 5, q, batch, 1.0, gradient, sums, totals);
   Kokkos::deep_copy(s, sums);
   EXPECT_EQ(s().finite, 0.0);
 }
+
+// Many teams' sums, a dueling head, the head's bias and further rows: against the same
+// definitions in double over random activations and head parameters. B is no multiple of any
+// team's rows, so that the last team holds fewer.
+class TdLossOracle : public ::testing::TestWithParam<bool> {};
+
+TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const bool dueling = GetParam();
+  const std::size_t b = 203, further = 19, rows = 2 * b + further, hidden = 37, actions = 3;
+  const std::size_t width = dueling ? actions + 1 : actions;
+  const std::size_t stride = hidden * width + width + 5;  // the copies' parameters apart
+  const double delta = 0.5;
+  const std::vector<float> h = testing::random_values(rng, 2 * rows * hidden);
+  std::vector<float> parameters = testing::random_values(rng, 2 * stride);
+  const auto hidden_view = upload(h), parameter_view = upload(parameters);
+  nn::HeadInputs<float> head;
+  head.hidden = gemm::StridedBatch<const float>(
+      hidden_view.data(), Kokkos::LayoutStride(2, rows * hidden, rows, hidden, hidden, 1));
+  head.weight = parameter_view.data();
+  head.bias = parameter_view.data() + hidden * width;
+  head.copy_stride = stride;
+  head.width = width;
+  head.dueling = dueling;
+
+  const ExecSpace space;
+  replay::Batch batch(space, b);
+  std::uniform_int_distribution<int> action(0, static_cast<int>(actions) - 1);
+  std::uniform_real_distribution<float> discount(0.8f, 1.0f), reward(-2.0f, 2.0f);
+  std::vector<int> taken(b);
+  std::vector<float> returns(b), discounts(b);
+  auto actions_host = Kokkos::create_mirror_view(batch.action);
+  auto returns_host = Kokkos::create_mirror_view(batch.return_n);
+  auto discounts_host = Kokkos::create_mirror_view(batch.discount);
+  for (std::size_t i = 0; i < b; ++i) {
+    actions_host(i) = static_cast<std::int8_t>(taken[i] = action(rng));
+    returns_host(i) = returns[i] = reward(rng);
+    discounts_host(i) = discounts[i] = discount(rng);
+  }
+  Kokkos::deep_copy(batch.action, actions_host);
+  Kokkos::deep_copy(batch.return_n, returns_host);
+  Kokkos::deep_copy(batch.discount, discounts_host);
+  Matrix<float> q("test::q", rows, actions), g("test::g", b, width);
+  Kokkos::View<float*, DeviceMemory> head_bias("test::head_bias", width);
+  Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
+  Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
+  const train::TdLoss td(space, b, width);
+  td.compute(space, head, rows, q, batch, delta,
+             nn::OutputGradient<float>{g, head_bias.data(), dueling}, sums, totals);
+
+  // Q of copy c on row r, in double.
+  auto reference = [&](std::size_t c, std::size_t r) {
+    std::vector<double> o(width);
+    for (std::size_t k = 0; k < width; ++k) {
+      double sum = parameters[c * stride + hidden * width + k];
+      for (std::size_t j = 0; j < hidden; ++j)
+        sum += static_cast<double>(h[(c * rows + r) * hidden + j]) *
+               parameters[c * stride + j * width + k];
+      o[k] = sum;
+    }
+    if (!dueling)
+      return o;
+    double mean = 0.0;
+    for (std::size_t a = 1; a < width; ++a)
+      mean += o[a] / static_cast<double>(actions);
+    std::vector<double> qv(actions);
+    for (std::size_t a = 0; a < actions; ++a)
+      qv[a] = o[0] + o[a + 1] - mean;
+    return qv;
+  };
+  auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::vector<double> want = reference(0, r);
+    for (std::size_t a = 0; a < actions; ++a)
+      ASSERT_NEAR(q_host(r, a), want[a], 1e-5 * (1 + std::fabs(want[a]))) << r << " " << a;
+  }
+  auto g_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
+  std::vector<double> column(actions, 0.0);
+  double loss = 0.0, q_sum = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < b; ++i) {
+    // The online network's pick on s' among the Q-values just checked (their float values, so
+    // that a near tie cannot make the reference pick another action than the kernel may).
+    std::size_t best = 0;
+    for (std::size_t a = 1; a < actions; ++a) {
+      if (q_host(b + i, a) > q_host(b + i, best))
+        best = a;
+    }
+    const double y = returns[i] + static_cast<double>(discounts[i]) * reference(1, b + i)[best];
+    const double chosen = reference(0, i)[static_cast<std::size_t>(taken[i])];
+    const double d = chosen - y;
+    loss += std::fabs(d) <= delta ? 0.5 * d * d : delta * (std::fabs(d) - 0.5 * delta);
+    q_sum += chosen;
+    scale += std::fabs(d);
+    const double dq = std::clamp(d, -delta, delta) / static_cast<double>(b);
+    column[static_cast<std::size_t>(taken[i])] += dq;
+    for (std::size_t a = 0; a < actions; ++a) {
+      const double one_hot = static_cast<int>(a) == taken[i] ? dq : 0.0;
+      const double want = dueling ? one_hot - dq / static_cast<double>(actions) : one_hot;
+      EXPECT_NEAR(g_host(i, dueling ? a + 1 : a), want, 2e-5 / b) << i << " " << a;
+    }
+    if (dueling)
+      EXPECT_NEAR(g_host(i, 0), dq, 2e-5 / b) << i;
+  }
+  auto bias_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), head_bias);
+  double all = 0.0;
+  for (double c : column)
+    all += c;
+  for (std::size_t a = 0; a < actions; ++a) {
+    const double want = dueling ? column[a] - all / static_cast<double>(actions) : column[a];
+    EXPECT_NEAR(bias_host(dueling ? a + 1 : a), want, 1e-5) << a;
+  }
+  if (dueling)
+    EXPECT_NEAR(bias_host(0), all, 1e-5);
+  auto s = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sums);
+  EXPECT_NEAR(s().loss, loss, 1e-5 * (1 + scale));
+  EXPECT_NEAR(s().q, q_sum, 1e-5 * static_cast<double>(b));
+  EXPECT_EQ(s().finite, 1.0);
+  auto t = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), totals);
+  EXPECT_EQ(t().loss, s().loss);
+  EXPECT_EQ(t().batches, 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dueling, TdLossOracle, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "dueling" : "plain"; });
 
 // --- replay: n-step sampling, wrap-around, reproducibility, uniformity -------------------------
 

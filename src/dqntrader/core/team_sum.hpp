@@ -16,20 +16,31 @@ namespace dqntrader {
 template <class T>
 using TeamScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
-/// values holds count rows of member.team_size() partial sums, row k at [k * n, (k + 1) * n)
-/// with n = team_size() a power of two; thread t has written entry t of each row. Every
-/// thread of the team calls this; on return values(k * n) holds row k's sum.
+/// Sums within groups of `group` consecutive threads (a power of two dividing the team size):
+/// values holds, for group g, count rows of group partial sums, row k at
+/// [(g * count + k) * group, (g * count + k + 1) * group); each thread has written the entry
+/// of its rank within its group. Every thread of the team calls this; on return
+/// values((g * count + k) * group) holds group g's row k sum, added in a pairwise tree.
 template <class Member, class Values>
-KOKKOS_INLINE_FUNCTION void team_tree_sum(const Member& member, const Values& values, int count) {
-  const int n = member.team_size(), t = member.team_rank();
+KOKKOS_INLINE_FUNCTION void group_tree_sum(const Member& member, const Values& values, int count,
+                                           int group) {
+  const int lane = member.team_rank() % group;
+  const int base = member.team_rank() / group * count * group;
   member.team_barrier();
-  for (int half = n / 2; half > 0; half /= 2) {
-    if (t < half) {
+  for (int half = group / 2; half > 0; half /= 2) {
+    if (lane < half) {
       for (int k = 0; k < count; ++k)
-        values(k * n + t) += values(k * n + t + half);
+        values(base + k * group + lane) += values(base + k * group + lane + half);
     }
     member.team_barrier();
   }
+}
+
+/// The same with the whole team as one group: row k at [k * n, (k + 1) * n) with
+/// n = team_size() a power of two; on return values(k * n) holds row k's sum.
+template <class Member, class Values>
+KOKKOS_INLINE_FUNCTION void team_tree_sum(const Member& member, const Values& values, int count) {
+  group_tree_sum(member, values, count, member.team_size());
 }
 
 /// For sums over many teams of one kernel: each team, once it has written its partial sums

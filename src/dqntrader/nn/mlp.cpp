@@ -28,107 +28,76 @@ Matrix<T> first_rows(const Matrix<T>& m, std::size_t rows) {
   return Matrix<T>(m.data(), rows, m.extent(1));
 }
 
-// Values a thread loads, or sums it keeps, side by side (the loads overlap; the sums are
-// independent chains).
+// Values a thread loads side by side (the loads overlap).
 constexpr int kBatch = 8;
 
-// The head in one pass, kLanes threads (a warp on CUDA) per row r of each copy c: o =
-// in(c, r, :) w_c + bias_c (copy c's weight, W columns, and bias copy_stride values after copy
-// c - 1's), and q(c, r, :) = o, or with a dueling head q_a = o_0 + o_{1+a} - mean_b o_{1+b}. The
-// lanes take every kLanes-th input column, accumulate in registers and add their sums in a
-// fixed tree. It replaces cuBLASLt's two kernels for a head of a few columns (an unaligned
-// split-K product and its reduction) with one. The rows of in are contiguous.
+// Rows of the head a team evaluates in head_forward, kHeadLanes threads each.
 #if defined(DQNTRADER_BACKEND_CUDA)
-constexpr int kLanes = 32, kRowsPerTeam = 4;
+constexpr int kRowsPerTeam = 4;
 #else
-constexpr int kLanes = 1, kRowsPerTeam = 1;
+constexpr int kRowsPerTeam = 1;
 #endif
 
+// The head in one pass: for row r of copy c, o = hidden(c, r, :) w_c + bias_c, and q(c, r, :)
+// its Q-values (head_q). Each row's lanes add their shares in a fixed tree.
 template <int W, class T>
-void head_forward(const ExecSpace& space, const gemm::StridedBatch<const T>& in, std::size_t rows,
-                  const T* weight, const float* bias, std::size_t copy_stride, bool dueling,
+void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t rows,
                   const gemm::StridedBatch<float>& q) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Policy::member_type;
   using Scratch = TeamScratch<float>;
-  const std::size_t inputs = in.extent(2), actions = q.extent(2), all = q.extent(0) * rows;
-  Policy policy(space, static_cast<int>((all + kRowsPerTeam - 1) / kRowsPerTeam),
-                kLanes * kRowsPerTeam);
-  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(W * kLanes * kRowsPerTeam)));
+  const std::size_t inputs = head.hidden.extent(2), actions = q.extent(2);
+  const std::size_t all = q.extent(0) * rows;
+  constexpr int team = kHeadLanes * kRowsPerTeam;
+  Policy policy(space, static_cast<int>((all + kRowsPerTeam - 1) / kRowsPerTeam), team);
+  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(W * team)));
   Kokkos::parallel_for(
       "dqntrader::nn::head_forward", policy, KOKKOS_LAMBDA(const Member& member) {
-        const Scratch partial(member.team_scratch(0), W * kLanes * kRowsPerTeam);
-        const int lane = member.team_rank() % kLanes, slot = member.team_rank() / kLanes;
+        const Scratch partial(member.team_scratch(0), W * team);
+        const int lane = member.team_rank() % kHeadLanes, slot = member.team_rank() / kHeadLanes;
         const std::size_t at = static_cast<std::size_t>(member.league_rank()) * kRowsPerTeam + slot;
         const std::size_t c = at / rows, r = at % rows;
-        float sum[W] = {};
+        float sum[1][W] = {};
         if (at < all) {
-          const T* const w = weight + c * copy_stride;
-          const T* const row = &in(c, r, 0);
-          if (kLanes == 1) {  // a constant: one branch compiles to nothing
-            // One thread a row (the host): a dot product per output, in kBatch independent
-            // running sums (no chain of dependent additions), then added in order.
-            for (int a = 0; a < W; ++a) {
-              const T* const column = w + a;
-              float dot[kBatch] = {};
-              std::size_t j = 0;
-              for (; j + kBatch <= inputs; j += kBatch) {
-                for (int k = 0; k < kBatch; ++k)
-                  dot[k] += to_float(row[j + k]) * to_float(column[(j + k) * W]);
-              }
-              for (; j < inputs; ++j)
-                dot[0] += to_float(row[j]) * to_float(column[j * W]);
-              for (int k = 0; k < kBatch; ++k)
-                sum[a] += dot[k];
-            }
-          } else {
-            for (std::size_t j = static_cast<std::size_t>(lane); j < inputs; j += kLanes) {
-              const float x = to_float(row[j]);
-              const T* const wj = w + j * W;
-              for (int a = 0; a < W; ++a)
-                sum[a] += x * to_float(wj[a]);
-            }
-          }
+          const T* const row[1] = {head.row(c, r)};
+          const T* const weight[1] = {head.weight_of(c)};
+          head_dots<W, 1>(lane, row, weight, inputs, sum);
         }
-        // Row slot's sums at [slot][a][lane]; the tree over the lanes.
-        const int base = slot * W * kLanes;
+        // Row slot's sums at [slot][a][lane].
+        const int base = slot * W * kHeadLanes;
         for (int a = 0; a < W; ++a)
-          partial(base + a * kLanes + lane) = sum[a];
-        for (int half = kLanes / 2; half > 0; half /= 2) {
-          member.team_barrier();
-          if (lane < half) {
-            for (int a = 0; a < W; ++a)
-              partial(base + a * kLanes + lane) += partial(base + a * kLanes + lane + half);
-          }
-        }
-        member.team_barrier();
+          partial(base + a * kHeadLanes + lane) = sum[0][a];
+        group_tree_sum(member, partial, W, kHeadLanes);
         if (lane != 0 || at >= all)
           return;
-        auto o = [&](std::size_t a) {
-          return partial(base + static_cast<int>(a) * kLanes) + bias[c * copy_stride + a];
-        };
-        if (!dueling) {
-          for (std::size_t a = 0; a < actions; ++a)
-            q(c, r, a) = o(a);
-          return;
-        }
-        float mean = 0.0f;
-        for (std::size_t a = 1; a <= actions; ++a)
-          mean += o(a);
-        mean /= static_cast<float>(actions);
+        float values[W];
+        head_q<W>([&](int a) { return partial(base + a * kHeadLanes) + head.bias_of(c, a); },
+                  head.dueling, values);
         for (std::size_t a = 0; a < actions; ++a)
-          q(c, r, a) = o(0) + o(a + 1) - mean;
+          q(c, r, a) = values[a];
       });
 }
 
+}  // namespace
+
 template <class T>
-void head_forward(const ExecSpace& space, const gemm::StridedBatch<const T>& in, std::size_t rows,
-                  const T* weight, const float* bias, std::size_t copy_stride,
-                  std::size_t head_width, bool dueling, const gemm::StridedBatch<float>& q) {
-  with_head_width(head_width, [&](auto width) {
-    head_forward<decltype(width)::value, T>(space, in, rows, weight, bias, copy_stride, dueling, q);
+void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t rows,
+                  const gemm::StridedBatch<float>& q) {
+  if (q.extent(0) > head.hidden.extent(0) || rows > head.hidden.extent(1) || q.extent(1) < rows ||
+      q.extent(2) != head.actions()) {
+    throw InputError("head_forward: " + std::to_string(rows) + " rows do not fit the buffers");
+  }
+  with_head_width(head.width, [&](auto width) {
+    head_forward<decltype(width)::value, T>(space, head, rows, q);
   });
 }
+
+template void head_forward(const ExecSpace&, const HeadInputs<float>&, std::size_t,
+                           const gemm::StridedBatch<float>&);
+template void head_forward(const ExecSpace&, const HeadInputs<bf16>&, std::size_t,
+                           const gemm::StridedBatch<float>&);
+
+namespace {
 
 // The gradient before a layer's ReLU, x(r, j) = d loss / d h(r, j) for its output h:
 // read from a matrix, or computed from the head's output gradient g and weight w
@@ -168,6 +137,11 @@ struct ThroughHead {
 // count.
 constexpr int kColumns = 32, kGroups = 16, kRowChunks = 8;
 constexpr int kThreads = kColumns * kGroups;
+#if defined(DQNTRADER_BACKEND_CUDA)
+constexpr int kColumnTeam = kThreads;
+#else
+constexpr int kColumnTeam = 1;  // one thread a team on the host
+#endif
 
 template <int E, class Source, class T>
 void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<const T>& h,
@@ -179,14 +153,9 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
   using Scratch = TeamScratch<float>;
   const std::size_t cols = h.extent(1);
   constexpr int sums = 1 + E;
-#if defined(DQNTRADER_BACKEND_CUDA)
-  const int team = kThreads;
-#else
-  const int team = 1;
-#endif
   const std::size_t tiles = (cols + kColumns - 1) / kColumns;
   const std::size_t chunk = (rows + kRowChunks - 1) / kRowChunks;
-  Policy policy(space, static_cast<int>(tiles * kRowChunks), team);
+  Policy policy(space, static_cast<int>(tiles * kRowChunks), kColumnTeam);
   policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(sums * kThreads)));
   Kokkos::parallel_for(
       "dqntrader::nn::masked_column_sums", policy, KOKKOS_LAMBDA(const Member& member) {
@@ -195,7 +164,7 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
         const std::size_t part = static_cast<std::size_t>(member.league_rank()) % kRowChunks;
         const std::size_t first = tile * kColumns, begin = part * chunk;
         const std::size_t end = begin + chunk < rows ? begin + chunk : rows;
-        if (kLanes == 1) {  // a constant: one branch compiles to nothing
+        if (kColumnTeam == 1) {  // a constant: one branch compiles to nothing
           // One thread a team (the host): the chunk's rows in order, the tile's columns side
           // by side, their sums independent (so the compiler may vectorize across columns).
           const std::size_t width = first + kColumns < cols ? kColumns : cols - first;
@@ -329,24 +298,18 @@ void Mlp<T>::product(const ExecSpace& space, Op op_a, Op op_b, const Matrix<cons
 }
 
 template <class T>
-void Mlp<T>::forward_pair(const ExecSpace& space, const Weights<T>& w, std::size_t target_offset,
-                          const Matrix<const T>& states, std::size_t rows,
-                          const MatrixBatch<float>& q) {
+HeadInputs<T> Mlp<T>::forward_pair(const ExecSpace& space, const Weights<T>& w,
+                                   std::size_t target_offset, const Matrix<const T>& states,
+                                   std::size_t rows) {
   const NetworkSpec& spec = m_layout.spec();
   if (m_copies != 2 || rows > m_max_rows || rows > states.extent(0) ||
-      states.extent(1) != spec.state_size() || q.extent(0) != 2 || q.extent(1) < rows ||
-      q.extent(2) != spec.actions || target_offset < m_layout.size() ||
+      states.extent(1) != spec.state_size() || target_offset < m_layout.size() ||
       w.working.extent(0) < target_offset + m_layout.size() ||
       w.master.extent(0) < target_offset + m_layout.size()) {
     throw InputError("Mlp::forward_pair: " + std::to_string(rows) +
                      " rows or the weight sets do not fit the buffers");
   }
   m_states = states;
-  // [copy][row][column] with copies stride elements apart.
-  auto pair = [rows](auto* data, std::size_t stride, std::size_t cols) {
-    using V = std::remove_pointer_t<decltype(data)>;
-    return gemm::StridedBatch<V>(data, Kokkos::LayoutStride(2, stride, rows, cols, cols, 1));
-  };
   auto weights = [&](const Tensor& t) {
     return gemm::StridedBatch<const T>(
         w.working.data() + t.offset,
@@ -361,15 +324,26 @@ void Mlp<T>::forward_pair(const ExecSpace& space, const Weights<T>& w, std::size
                                                          target_offset + bias.size());
     epilogue.bias_stride = target_offset;
     epilogue.relu = true;
-    const gemm::StridedBatch<T> out =
-        pair(m_hidden_copies[l].data(), m_max_rows * weight.cols, weight.cols);
+    // [copy][row][column], the copies max_rows rows apart.
+    const gemm::StridedBatch<T> out(
+        m_hidden_copies[l].data(),
+        Kokkos::LayoutStride(2, m_max_rows * weight.cols, rows, weight.cols, weight.cols, 1));
     gemm::product_batched<T, T>(space, m_precision, in, weights(weight), out, epilogue);
     in = out;
   }
-  const std::size_t head = spec.hidden.size();
-  head_forward<T>(space, in, rows, w.working.data() + m_layout.weight(head).offset,
-                  w.master.data() + m_layout.bias(head).offset, target_offset, m_head_width,
-                  spec.dueling, pair(q.data(), q.extent(1) * q.extent(2), spec.actions));
+  return head_inputs(w, in, target_offset);
+}
+
+template <class T>
+HeadInputs<T> Mlp<T>::head_inputs(const Weights<T>& w, const gemm::StridedBatch<const T>& hidden,
+                                  std::size_t copy_stride) const {
+  const std::size_t head = m_layout.spec().hidden.size();
+  return HeadInputs<T>{hidden,
+                       w.working.data() + m_layout.weight(head).offset,
+                       w.master.data() + m_layout.bias(head).offset,
+                       copy_stride,
+                       m_head_width,
+                       m_layout.spec().dueling};
 }
 
 template <class T>
@@ -390,11 +364,9 @@ void Mlp<T>::forward(const ExecSpace& space, const Weights<T>& w, const Matrix<c
     product(space, Op::none, Op::none, in, block(w.working, m_layout.weight(l)), out, epilogue);
     in = out;
   }
-  const std::size_t head = spec.hidden.size();
-  head_forward<T>(space, MatrixBatch<const T>(in.data(), 1, rows, in.extent(1)), rows,
-                  w.working.data() + m_layout.weight(head).offset,
-                  w.master.data() + m_layout.bias(head).offset, 0, m_head_width, spec.dueling,
-                  MatrixBatch<float>(q.data(), 1, rows, spec.actions));
+  nn::head_forward<T>(space,
+                      head_inputs(w, MatrixBatch<const T>(in.data(), 1, rows, in.extent(1)), 0),
+                      rows, MatrixBatch<float>(q.data(), 1, rows, spec.actions));
 }
 
 template <class T>

@@ -106,6 +106,119 @@ void with_head_width(std::size_t width, const F& f) {
 }
 static_assert(kMaxHeadWidth == 8, "with_head_width covers widths 1 to kMaxHeadWidth");
 
+/// The head's inputs for one or two networks evaluated together (copy 0 the online network,
+/// copy 1 the target): the last hidden layer's activations [copy][row][column], and each copy's
+/// head weight (hidden x width, in T) and bias (float), copy c's copy_stride values after
+/// copy c - 1's. width is the head's outputs: the actions, plus one with a dueling head.
+template <class T>
+struct HeadInputs {
+  gemm::StridedBatch<const T> hidden;
+  const T* weight = nullptr;
+  const float* bias = nullptr;
+  std::size_t copy_stride = 0;
+  std::size_t width = 0;
+  bool dueling = false;
+
+  KOKKOS_INLINE_FUNCTION std::size_t actions() const { return dueling ? width - 1 : width; }
+  KOKKOS_INLINE_FUNCTION const T* row(std::size_t copy, std::size_t r) const {
+    return &hidden(copy, r, 0);
+  }
+  KOKKOS_INLINE_FUNCTION const T* weight_of(std::size_t copy) const {
+    return weight + copy * copy_stride;
+  }
+  KOKKOS_INLINE_FUNCTION float bias_of(std::size_t copy, int output) const {
+    return bias[copy * copy_stride + static_cast<std::size_t>(output)];
+  }
+};
+
+/// Threads that evaluate one row of the head together: a warp on CUDA, one thread on the host.
+#if defined(DQNTRADER_BACKEND_CUDA)
+constexpr int kHeadLanes = 32;
+#else
+constexpr int kHeadLanes = 1;
+#endif
+
+/// Lane `lane`'s shares of the head's W outputs on R rows, sum[r][a] += row[r] . w[r](:, a)
+/// (w[r]: inputs x W, row-major), before the lanes' shares are added (group_tree_sum over
+/// kHeadLanes). The lanes take every kHeadLanes-th input, in order, kAhead of them at a time
+/// with their loads (for every row) issued before any is used; one lane (the host) takes each
+/// dot product in 8 independent running sums (no chain of dependent additions), added in order.
+template <int W, int R, class T>
+KOKKOS_INLINE_FUNCTION void head_dots(int lane, const T* const (&row)[R], const T* const (&w)[R],
+                                      std::size_t inputs, float (&sum)[R][W]) {
+  if (kHeadLanes == 1) {  // a constant: one branch compiles to nothing
+    constexpr int kBatch = 8;
+    for (int r = 0; r < R; ++r) {
+      for (int a = 0; a < W; ++a) {
+        const T* const column = w[r] + a;
+        float dot[kBatch] = {};
+        std::size_t j = 0;
+        for (; j + kBatch <= inputs; j += kBatch) {
+          for (int k = 0; k < kBatch; ++k)
+            dot[k] += to_float(row[r][j + k]) * to_float(column[(j + k) * W]);
+        }
+        for (; j < inputs; ++j)
+          dot[0] += to_float(row[r][j]) * to_float(column[j * W]);
+        for (int k = 0; k < kBatch; ++k)
+          sum[r][a] += dot[k];
+      }
+    }
+  } else {
+    constexpr int kAhead = 4;
+    constexpr std::size_t span = std::size_t{kAhead} * kHeadLanes;
+    std::size_t j = static_cast<std::size_t>(lane);
+    for (; j + span - kHeadLanes < inputs; j += span) {
+      float x[R][kAhead], v[R][kAhead][W];
+      for (int r = 0; r < R; ++r) {
+        for (int k = 0; k < kAhead; ++k) {
+          const std::size_t at = j + static_cast<std::size_t>(k) * kHeadLanes;
+          x[r][k] = to_float(row[r][at]);
+          for (int a = 0; a < W; ++a)
+            v[r][k][a] = to_float(w[r][at * W + a]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int k = 0; k < kAhead; ++k) {
+          for (int a = 0; a < W; ++a)
+            sum[r][a] += x[r][k] * v[r][k][a];
+        }
+      }
+    }
+    for (; j < inputs; j += kHeadLanes) {
+      for (int r = 0; r < R; ++r) {
+        const float x = to_float(row[r][j]);
+        for (int a = 0; a < W; ++a)
+          sum[r][a] += x * to_float(w[r][j * W + a]);
+      }
+    }
+  }
+}
+
+/// Q from the head's W outputs o(0..W-1) (bias added): q[a] = o(a), or with a dueling head
+/// q[a] = o(0) + o(1 + a) - mean_b o(1 + b), for the actions (W, or W - 1 when dueling).
+template <int W, class Outputs>
+KOKKOS_INLINE_FUNCTION void head_q(const Outputs& o, bool dueling, float (&q)[W]) {
+  if (!dueling) {
+    for (int a = 0; a < W; ++a)
+      q[a] = o(a);
+    return;
+  }
+  float mean = 0.0f;
+  for (int a = 1; a < W; ++a)
+    mean += o(a);
+  mean /= static_cast<float>(W > 1 ? W - 1 : 1);  // a dueling head has at least 2 outputs
+  for (int a = 0; a + 1 < W; ++a)
+    q[a] = o(0) + o(a + 1) - mean;
+  q[W - 1] = 0.0f;
+}
+
+/// q(c, r, a) = Q_c(r)[a] for every copy c of head.hidden and the first rows rows: one pass,
+/// kHeadLanes threads a row (it replaces cuBLASLt's two kernels for a head of a few columns, an
+/// unaligned split-K product and its reduction).
+template <class T>
+void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t rows,
+                  const gemm::StridedBatch<float>& q);
+
 template <class T>
 class Mlp {
  public:
@@ -119,12 +232,14 @@ class Mlp {
   void forward(const ExecSpace& space, const Weights<T>& w, const Matrix<const T>& states,
                std::size_t rows, const Matrix<float>& q);
 
-  /// Two weight sets on the same states, one batched product per layer: w and a second set
-  /// in the same layout target_offset elements further in both w.working and w.master (the
-  /// target network). q(0, r, a) = Q(states[r])[a] under w, q(1, r, a) under the second set,
-  /// for the first rows states. Needs two copies; keeps w's activations for backward().
-  void forward_pair(const ExecSpace& space, const Weights<T>& w, std::size_t target_offset,
-                    const Matrix<const T>& states, std::size_t rows, const MatrixBatch<float>& q);
+  /// Two weight sets on the same states, one batched product per hidden layer: w and a second
+  /// set in the same layout target_offset elements further in both w.working and w.master (the
+  /// target network), on the first rows states. Returns the head's inputs for both (copy 0: w,
+  /// copy 1: the second set), valid until the next pass; the head is left to the caller
+  /// (head_forward, or a loss that evaluates it where it needs it). Needs two copies; keeps
+  /// w's activations for backward().
+  HeadInputs<T> forward_pair(const ExecSpace& space, const Weights<T>& w, std::size_t target_offset,
+                             const Matrix<const T>& states, std::size_t rows);
 
   /// Where the loss writes d loss / d Q for the first rows states of the last forward() and
   /// the head's bias gradient in grads (flat, float, the parameter layout).
@@ -146,6 +261,10 @@ class Mlp {
   void product(const ExecSpace& space, gemm::Op op_a, gemm::Op op_b, const Matrix<const T>& a,
                const Matrix<const T>& b, const Matrix<TC>& c,
                const gemm::Epilogue<TC>& epilogue) const;
+
+  // The head's inputs: the last hidden layer's activations and w's head.
+  HeadInputs<T> head_inputs(const Weights<T>& w, const gemm::StridedBatch<const T>& hidden,
+                            std::size_t copy_stride) const;
 
   // The first copy's first rows: the activations backward() uses.
   Matrix<T> hidden(std::size_t layer, std::size_t rows) const;

@@ -206,9 +206,8 @@ class EngineImpl final : public DqnTrainer::Engine {
 
     m_batch = replay::Batch(space, b);
     m_states = Matrix<T>(alloc("dqntrader::train::states"), 2 * b + e, s);
-    m_q = MatrixBatch<float>(alloc("dqntrader::train::q"), 2, online_rows, a);
-    m_q_online = Matrix<float>(m_q.data(), online_rows, a);
-    m_q_target = Matrix<float>(m_q.data() + online_rows * a, online_rows, a);
+    m_q_online = Matrix<float>(alloc("dqntrader::train::q"), online_rows, a);
+    m_td = std::make_unique<TdLoss>(space, b, c.dueling ? a + 1 : a);
     m_loss = Kokkos::View<LossSums, DeviceMemory>(alloc("dqntrader::train::loss"));
     m_sums = Kokkos::View<LossTotals, DeviceMemory>(alloc("dqntrader::train::epoch_sums"));
     m_probe_sums = Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::probe_sums"),
@@ -466,7 +465,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   // One step. Work on the side stream (m_side) runs beside the main stream's: the
-  // environments' step beside the TD loss and backward, the weight gradients' products beside
+  // environments' step beside the backward pass, the weight gradients' products beside
   // the chain of input gradients (Mlp::backward), and the next learning step's state assembly
   // beside this one's Adam, guard and probe. The side is joined back before anything on the
   // main stream reads what it wrote, and by the end of every step.
@@ -480,9 +479,10 @@ class EngineImpl final : public DqnTrainer::Engine {
     }
     // Learning, once the replay holds enough complete n-step windows (the host knows the
     // count: every step writes E transitions), draws its batch first, so that one pass of
-    // the online and target networks together (one batched product per layer) evaluates the
-    // batch's states and the environments' (rows [2B, 2B + E)); then the environments act
-    // and write their transitions, and the learning step follows.
+    // the online and target networks together (one batched product per hidden layer)
+    // evaluates the batch's states and the environments' (rows [2B, 2B + E)), and the TD
+    // loss, which evaluates the head, gives the environments' Q-values with the loss; then
+    // the environments act and write their transitions, and the learning step follows.
     const std::int64_t total = m_steps * static_cast<std::int64_t>(e);
     const bool ready = total >= static_cast<std::int64_t>(c.learning_starts) &&
                        m_replay->end_sampleable(total) > m_replay->first_sampleable(total);
@@ -493,7 +493,7 @@ class EngineImpl final : public DqnTrainer::Engine {
       // states, which went there too.
       assemble_learning_states(environments);
       m_side.join(m_space);
-      m_net->forward_pair(m_space, pair_weights(), m_target_offset, m_states, 2 * b + e, m_q);
+      loss(b, m_net->forward_pair(m_space, pair_weights(), m_target_offset, m_states, 2 * b + e));
       env_q = rows_of(Matrix<const float>(m_q_online), 2 * b, e);
     } else {
       env::assemble_states(m_space, Matrix<const T>(m_features), environments,
@@ -510,6 +510,18 @@ class EngineImpl final : public DqnTrainer::Engine {
     }
     learn(b);  // its backward joins the side: the environments' Q-values are free after it
     monitor(b);
+  }
+
+  // The TD loss of this learning step's batch, through the head of both networks on the
+  // hidden layers evaluated in step(); it also writes the online Q-values of every row, the
+  // environments' included.
+  void loss(std::size_t b, const nn::HeadInputs<T>& head) {
+    const TrainConfig& c = config;
+    ++m_learning_steps;
+    if (m_fault == "batch")
+      write_nan(m_space, m_batch.return_n, 1);
+    m_td->compute(m_space, head, 2 * b + c.environments, m_q_online, m_batch, c.huber_delta,
+                  m_net->output_gradient(b, m_grads), m_loss, m_sums);
   }
 
   // Draws the batch of this learning step, from the vaccine set every vaccine_interval-th
@@ -529,15 +541,9 @@ class EngineImpl final : public DqnTrainer::Engine {
     }
   }
 
-  // The learning step on the batch drawn and evaluated by the online network in step().
+  // The rest of the learning step, after loss(): backward, Adam, the target network.
   void learn(std::size_t b) {
     const TrainConfig& c = config;
-    ++m_learning_steps;
-    if (m_fault == "batch")
-      write_nan(m_space, m_batch.return_n, 1);
-    td_loss(m_space, rows_of(Matrix<const float>(m_q_online), 0, 2 * b),
-            rows_of(Matrix<const float>(m_q_target), b, b), m_batch, c.huber_delta,
-            m_net->output_gradient(b, m_grads), m_loss, m_sums);
     m_net->backward(m_space, m_side, online_weights(), b, m_grads);
     if (m_fault == "gradient")
       write_nan(m_space, m_grads, 1);
@@ -596,9 +602,9 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
   std::vector<eval::BarRange> m_windows;
   replay::Batch m_batch;
-  Matrix<T> m_states;      // [s; s'; the environments' states]
-  MatrixBatch<float> m_q;  // [online | target] Q-values
-  Matrix<float> m_q_online, m_q_target;
+  Matrix<T> m_states;        // [s; s'; the environments' states]
+  Matrix<float> m_q_online;  // the online network's Q-values
+  std::unique_ptr<TdLoss> m_td;
   Kokkos::View<LossSums, DeviceMemory> m_loss;
   Kokkos::View<LossTotals, DeviceMemory> m_sums;  // the epoch's, read once per epoch
   Kokkos::View<double*, DeviceMemory> m_probe_sums;

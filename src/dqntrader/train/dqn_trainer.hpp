@@ -5,10 +5,11 @@
 // below is the order of the data): once learning has started, a batch is drawn from the
 // replay ring (from the vaccine set every vaccine_interval-th step) and one kernel rebuilds
 // by index the batch's states s and s' and the environments' states; one pass of the online
-// and the target network together (one batched product per layer) evaluates all of them; the
-// environments act on their online Q-values and write their transitions into the ring
-// (before learning starts, the online network evaluates the environments alone); then the
-// fused TD kernel gives the Huber loss and dL/dQ (from the target's Q-values of s'), backward
+// and the target network together (one batched product per hidden layer) evaluates all of
+// them up to the head; the fused TD kernel evaluates the head where it needs it and gives the
+// Huber loss, dL/dQ (from the target's Q-values of s') and the environments' online Q-values;
+// the environments act on those and write their transitions into the ring (before learning
+// starts, the online network evaluates the environments alone); then backward
 // fills the gradients, Adam (with clipping and its finite check) updates, the target follows
 // (hard every target_update steps or soft with tau), the guard checks every guard_interval
 // steps and the causal probe runs every probe_interval steps. A batch is drawn before the

@@ -1,12 +1,15 @@
-// The double-DQN target, the Huber loss and its gradient, fused in one kernel:
+// The double-DQN target, the Huber loss and its gradient, fused in one kernel with the
+// network's head:
 //   a*  = argmax_a Q_online(s', a)           (the online network picks)
 //   y   = R + discount * Q_target(s', a*)    (the target network evaluates)
 //   d   = Q_online(s, a) - y
 //   loss = mean over the batch of huber(d), huber(d) = d^2 / 2 if |d| <= delta,
 //          delta (|d| - delta / 2) otherwise
 //   dL/dQ_online(s, a) = clamp(d, -delta, delta) / B, zero for the other actions.
-// The gradient goes straight to where the network's backward pass reads it (with the head's
-// bias gradient, the gradient's column sums), so no other kernel touches it.
+// The kernel evaluates the head itself, from the last hidden layer of both networks, on the
+// rows the loss reads (the target's Q on s is never computed), so that no pass of its own
+// computes Q first. The gradient goes straight to where the network's backward pass reads it
+// (with the head's bias gradient, the gradient's column sums), so no other kernel touches it.
 #pragma once
 
 #include "dqntrader/core/types.hpp"
@@ -28,18 +31,34 @@ struct LossTotals {
   double batches;  // batches added
 };
 
-/// q_online: at least 2B rows, [0, B) for the states s and [B, 2B) for the next states s';
-/// q_target: B rows for s'. Writes dL/dQ_online(s) (B rows) through gradient, the batch's
-/// sums into sums, and adds them to totals (all on the device). One kernel; the sums are
-/// taken in a fixed order.
-template <class T>
-void td_loss(const ExecSpace& space, const Matrix<const float>& q_online,
-             const Matrix<const float>& q_target, const replay::Batch& batch, double huber_delta,
-             const nn::OutputGradient<T>& gradient,
-             const Kokkos::View<LossSums, DeviceMemory>& sums,
-             const Kokkos::View<LossTotals, DeviceMemory>& totals);
+/// The fused kernel and the device buffers its sums across teams use.
+class TdLoss {
+ public:
+  /// For batches of up to batch_size samples and a head of up to width outputs.
+  TdLoss(const ExecSpace& space, std::size_t batch_size, std::size_t width);
 
-/// The same, for one sample, in plain arithmetic: the kernel's definition, for reuse.
+  /// head: the last hidden layer of the online (copy 0) and target (copy 1) networks on rows
+  /// [0, B) the states s, [B, 2B) the next states s' and [2B, rows) further states (the
+  /// environments'), B = batch.size(). Writes Q_online of every one of the rows into q (rows x
+  /// actions; the guard and the environments read it), dL/dQ_online(s) (B rows) through
+  /// gradient, the batch's sums into sums, and adds them to totals (all on the device). One
+  /// kernel; the sums are taken in a fixed order.
+  template <class T>
+  void compute(const ExecSpace& space, const nn::HeadInputs<T>& head, std::size_t rows,
+               const Matrix<float>& q, const replay::Batch& batch, double huber_delta,
+               const nn::OutputGradient<T>& gradient,
+               const Kokkos::View<LossSums, DeviceMemory>& sums,
+               const Kokkos::View<LossTotals, DeviceMemory>& totals) const;
+
+ private:
+  std::size_t m_batch_size, m_width;
+  Matrix<float> m_q_target;                           // the target's Q-values on s'
+  Kokkos::View<double*, DeviceMemory> m_partials;     // per group of samples: the sums
+  Kokkos::View<int*, DeviceMemory> m_group_arrivals;  // a group's teams done
+  Kokkos::View<int, DeviceMemory> m_arrivals;         // groups summed
+};
+
+/// huber(d) of one sample, in plain arithmetic: the kernel's definition, for reuse.
 KOKKOS_INLINE_FUNCTION double huber(double d, double delta) {
   const double a = d < 0 ? -d : d;
   return a <= delta ? 0.5 * d * d : delta * (a - 0.5 * delta);
