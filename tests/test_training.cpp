@@ -424,7 +424,7 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   set(batch.discount, {0.9, 0.81});
   Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
   Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
-  const train::TdLoss td(space, 2, 3);
+  const train::TdLoss td(space, 2, 1, 3);
   td.compute(space, head.inputs, 5, q, batch, 1.0, gradient, sums, totals);
   // Every row's online Q-values, as the head gives them.
   auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
@@ -514,7 +514,7 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   Kokkos::View<float*, DeviceMemory> head_bias("test::head_bias", width);
   Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
   Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
-  const train::TdLoss td(space, b, width);
+  const train::TdLoss td(space, b, further, width);
   td.compute(space, head, rows, q, batch, delta,
              nn::OutputGradient<float>{g, head_bias.data(), dueling}, sums, totals);
 

@@ -36,11 +36,22 @@ KOKKOS_INLINE_FUNCTION void group_tree_sum(const Member& member, const Values& v
   }
 }
 
-/// The same with the whole team as one group: row k at [k * n, (k + 1) * n) with
-/// n = team_size() a power of two; on return values(k * n) holds row k's sum.
+/// Sums across the first `threads` threads of a team (a power of two, at most the team size;
+/// by default the whole team): row k at [k * threads, (k + 1) * threads), thread t < threads
+/// having written entry t of each row. Every thread of the team calls this; on return
+/// values(k * threads) holds row k's sum, added in a pairwise tree.
 template <class Member, class Values>
-KOKKOS_INLINE_FUNCTION void team_tree_sum(const Member& member, const Values& values, int count) {
-  group_tree_sum(member, values, count, member.team_size());
+KOKKOS_INLINE_FUNCTION void team_tree_sum(const Member& member, const Values& values, int count,
+                                          int threads = 0) {
+  const int n = threads > 0 ? threads : member.team_size(), t = member.team_rank();
+  member.team_barrier();
+  for (int half = n / 2; half > 0; half /= 2) {
+    if (t < half) {
+      for (int k = 0; k < count; ++k)
+        values(k * n + t) += values(k * n + t + half);
+    }
+    member.team_barrier();
+  }
 }
 
 /// For sums over many teams of one kernel: each team, once it has written its partial sums

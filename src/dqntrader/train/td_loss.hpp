@@ -34,8 +34,9 @@ struct LossTotals {
 /// The fused kernel and the device buffers its sums across teams use.
 class TdLoss {
  public:
-  /// For batches of up to batch_size samples and a head of up to width outputs.
-  TdLoss(const ExecSpace& space, std::size_t batch_size, std::size_t width);
+  /// For batches of up to batch_size samples, up to `further` further rows and a head of up
+  /// to width outputs.
+  TdLoss(const ExecSpace& space, std::size_t batch_size, std::size_t further, std::size_t width);
 
   /// head: the last hidden layer of the online (copy 0) and target (copy 1) networks on rows
   /// [0, B) the states s, [B, 2B) the next states s' and [2B, rows) further states (the
@@ -51,11 +52,9 @@ class TdLoss {
                const Kokkos::View<LossTotals, DeviceMemory>& totals) const;
 
  private:
-  std::size_t m_batch_size, m_width;
-  Matrix<float> m_q_target;                           // the target's Q-values on s'
-  Kokkos::View<double*, DeviceMemory> m_partials;     // per group of samples: the sums
-  Kokkos::View<int*, DeviceMemory> m_group_arrivals;  // a group's teams done
-  Kokkos::View<int, DeviceMemory> m_arrivals;         // groups summed
+  std::size_t m_batch_size, m_further, m_width;
+  Kokkos::View<double*, DeviceMemory> m_partials;  // per team: its sums
+  Kokkos::View<int, DeviceMemory> m_arrivals;      // teams summed
 };
 
 /// huber(d) of one sample, in plain arithmetic: the kernel's definition, for reuse.
