@@ -4,8 +4,9 @@
 // copy in the compute type T (bf16 on CUDA by default, else the float buffer itself). Hidden
 // biases are read from the working copy, the head's bias from the float buffer. The hidden
 // layers are products (backends/gemm.hpp); the head, a few columns wide, runs in passes of
-// its own: its forward (with a dueling head's combination) in one, and its backward inside
-// the last hidden layer's gradient pass.
+// its own: its forward (with a dueling head's combination) in head_forward, or in the kernel
+// of a loss that evaluates it on the rows it reads (head_dots, head_q), and its backward
+// inside the last hidden layer's gradient pass.
 #pragma once
 
 #include <cstddef>
