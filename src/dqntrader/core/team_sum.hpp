@@ -16,19 +16,21 @@ namespace dqntrader {
 template <class T>
 using TeamScratch = Kokkos::View<T*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
-/// Sums within groups of `group` consecutive threads (a power of two dividing the team size):
-/// values holds, for group g, count rows of group partial sums, row k at
-/// [(g * count + k) * group, (g * count + k + 1) * group); each thread has written the entry
-/// of its rank within its group. Every thread of the team calls this; on return
+/// Sums within groups of `group` consecutive threads (a power of two dividing the team size,
+/// or, with groups = 1, at most the team size): values holds, for group g, count rows of group
+/// partial sums, row k at [(g * count + k) * group, (g * count + k + 1) * group); each thread
+/// has written the entry of its rank within its group. Only the first `groups` groups add
+/// theirs (all of them when groups < 0). Every thread of the team calls this; on return
 /// values((g * count + k) * group) holds group g's row k sum, added in a pairwise tree.
 template <class Member, class Values>
 KOKKOS_INLINE_FUNCTION void group_tree_sum(const Member& member, const Values& values, int count,
-                                           int group) {
-  const int lane = member.team_rank() % group;
-  const int base = member.team_rank() / group * count * group;
+                                           int group, int groups = -1) {
+  const int lane = member.team_rank() % group, g = member.team_rank() / group;
+  const int base = g * count * group;
+  const bool adds = groups < 0 || g < groups;
   member.team_barrier();
   for (int half = group / 2; half > 0; half /= 2) {
-    if (lane < half) {
+    if (adds && lane < half) {
       for (int k = 0; k < count; ++k)
         values(base + k * group + lane) += values(base + k * group + lane + half);
     }
@@ -43,15 +45,7 @@ KOKKOS_INLINE_FUNCTION void group_tree_sum(const Member& member, const Values& v
 template <class Member, class Values>
 KOKKOS_INLINE_FUNCTION void team_tree_sum(const Member& member, const Values& values, int count,
                                           int threads = 0) {
-  const int n = threads > 0 ? threads : member.team_size(), t = member.team_rank();
-  member.team_barrier();
-  for (int half = n / 2; half > 0; half /= 2) {
-    if (t < half) {
-      for (int k = 0; k < count; ++k)
-        values(k * n + t) += values(k * n + t + half);
-    }
-    member.team_barrier();
-  }
+  group_tree_sum(member, values, count, threads > 0 ? threads : member.team_size(), 1);
 }
 
 /// For sums over many teams of one kernel: each team, once it has written its partial sums
