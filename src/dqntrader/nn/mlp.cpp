@@ -57,16 +57,13 @@ void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t
         const int lane = member.team_rank() % kHeadLanes, slot = member.team_rank() / kHeadLanes;
         const std::size_t at = static_cast<std::size_t>(member.league_rank()) * kRowsPerTeam + slot;
         const std::size_t c = at / rows, r = at % rows;
-        float sum[1][W] = {};
-        if (at < all) {
-          const T* const row[1] = {head.row(c, r)};
-          const T* const weight[1] = {head.weight_of(c)};
-          head_dots<W, 1>(lane, row, weight, inputs, sum);
-        }
+        float sum[W] = {};
+        if (at < all)
+          head_dot<W>(lane, head.row(c, r), head.weight_of(c), inputs, sum);
         // Row slot's sums at [slot][a][lane].
         const int base = slot * W * kHeadLanes;
         for (int a = 0; a < W; ++a)
-          partial(base + a * kHeadLanes + lane) = sum[0][a];
+          partial(base + a * kHeadLanes + lane) = sum[a];
         group_tree_sum(member, partial, W, kHeadLanes);
         if (lane != 0 || at >= all)
           return;

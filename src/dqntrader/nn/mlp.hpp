@@ -5,7 +5,7 @@
 // biases are read from the working copy, the head's bias from the float buffer. The hidden
 // layers are products (backends/gemm.hpp); the head, a few columns wide, runs in passes of
 // its own: its forward (with a dueling head's combination) in head_forward, or in the kernel
-// of a loss that evaluates it on the rows it reads (head_dots, head_q), and its backward
+// of a loss that evaluates it on the rows it reads (head_dot, head_q), and its backward
 // inside the last hidden layer's gradient pass.
 #pragma once
 
@@ -139,58 +139,50 @@ constexpr int kHeadLanes = 32;
 constexpr int kHeadLanes = 1;
 #endif
 
-/// Lane `lane`'s shares of the head's W outputs on R rows, sum[r][a] += row[r] . w[r](:, a)
-/// (w[r]: inputs x W, row-major), before the lanes' shares are added (group_tree_sum over
-/// kHeadLanes). The lanes take every kHeadLanes-th input, in order, kAhead of them at a time
-/// with their loads (for every row) issued before any is used; one lane (the host) takes each
-/// dot product in 8 independent running sums (no chain of dependent additions), added in order.
-template <int W, int R, class T>
-KOKKOS_INLINE_FUNCTION void head_dots(int lane, const T* const (&row)[R], const T* const (&w)[R],
-                                      std::size_t inputs, float (&sum)[R][W]) {
+/// Lane `lane`'s share of the head's W outputs on one row, sum[a] += row . w(:, a) (w: inputs
+/// x W, row-major), before the lanes' shares are added (group_tree_sum over kHeadLanes). The
+/// lanes take every kHeadLanes-th input, in order, kAhead of them at a time with their loads
+/// issued before any is used; one lane (the host) takes each dot product in 8 independent
+/// running sums (no chain of dependent additions), added in order.
+template <int W, class T>
+KOKKOS_INLINE_FUNCTION void head_dot(int lane, const T* row, const T* w, std::size_t inputs,
+                                     float (&sum)[W]) {
   if (kHeadLanes == 1) {  // a constant: one branch compiles to nothing
     constexpr int kBatch = 8;
-    for (int r = 0; r < R; ++r) {
-      for (int a = 0; a < W; ++a) {
-        const T* const column = w[r] + a;
-        float dot[kBatch] = {};
-        std::size_t j = 0;
-        for (; j + kBatch <= inputs; j += kBatch) {
-          for (int k = 0; k < kBatch; ++k)
-            dot[k] += to_float(row[r][j + k]) * to_float(column[(j + k) * W]);
-        }
-        for (; j < inputs; ++j)
-          dot[0] += to_float(row[r][j]) * to_float(column[j * W]);
+    for (int a = 0; a < W; ++a) {
+      const T* const column = w + a;
+      float dot[kBatch] = {};
+      std::size_t j = 0;
+      for (; j + kBatch <= inputs; j += kBatch) {
         for (int k = 0; k < kBatch; ++k)
-          sum[r][a] += dot[k];
+          dot[k] += to_float(row[j + k]) * to_float(column[(j + k) * W]);
       }
+      for (; j < inputs; ++j)
+        dot[0] += to_float(row[j]) * to_float(column[j * W]);
+      for (int k = 0; k < kBatch; ++k)
+        sum[a] += dot[k];
     }
   } else {
     constexpr int kAhead = 4;
     constexpr std::size_t span = std::size_t{kAhead} * kHeadLanes;
     std::size_t j = static_cast<std::size_t>(lane);
     for (; j + span - kHeadLanes < inputs; j += span) {
-      float x[R][kAhead], v[R][kAhead][W];
-      for (int r = 0; r < R; ++r) {
-        for (int k = 0; k < kAhead; ++k) {
-          const std::size_t at = j + static_cast<std::size_t>(k) * kHeadLanes;
-          x[r][k] = to_float(row[r][at]);
-          for (int a = 0; a < W; ++a)
-            v[r][k][a] = to_float(w[r][at * W + a]);
-        }
+      float x[kAhead], v[kAhead][W];
+      for (int k = 0; k < kAhead; ++k) {
+        const std::size_t at = j + static_cast<std::size_t>(k) * kHeadLanes;
+        x[k] = to_float(row[at]);
+        for (int a = 0; a < W; ++a)
+          v[k][a] = to_float(w[at * W + a]);
       }
-      for (int r = 0; r < R; ++r) {
-        for (int k = 0; k < kAhead; ++k) {
-          for (int a = 0; a < W; ++a)
-            sum[r][a] += x[r][k] * v[r][k][a];
-        }
+      for (int k = 0; k < kAhead; ++k) {
+        for (int a = 0; a < W; ++a)
+          sum[a] += x[k] * v[k][a];
       }
     }
     for (; j < inputs; j += kHeadLanes) {
-      for (int r = 0; r < R; ++r) {
-        const float x = to_float(row[r][j]);
-        for (int a = 0; a < W; ++a)
-          sum[r][a] += x * to_float(w[r][j * W + a]);
-      }
+      const float x = to_float(row[j]);
+      for (int a = 0; a < W; ++a)
+        sum[a] += x * to_float(w[j * W + a]);
     }
   }
 }

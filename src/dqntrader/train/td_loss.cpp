@@ -97,14 +97,11 @@ struct TdLossKernel {
     };
     for (int u = rank / kLanes; u < kUnits; u += n / kLanes) {
       std::size_t copy = 0, row = 0;
-      float o[1][W] = {};
-      if (unit_row(u, copy, row)) {
-        const T* const rows_of[1] = {head.row(copy, row)};
-        const T* const weights[1] = {head.weight_of(copy)};
-        nn::head_dots<W, 1>(lane, rows_of, weights, head.hidden.extent(2), o);
-      }
+      float o[W] = {};
+      if (unit_row(u, copy, row))
+        nn::head_dot<W>(lane, head.row(copy, row), head.weight_of(copy), head.hidden.extent(2), o);
       for (int a = 0; a < W; ++a)
-        shares((u * W + a) * kLanes + lane) = o[0][a];
+        shares((u * W + a) * kLanes + lane) = o[a];
     }
     group_tree_sum(member, shares, W, kLanes);
     for (int u = rank / kLanes; u < kUnits; u += n / kLanes) {
