@@ -481,6 +481,80 @@ TEST(GemmEpilogue, BiasAndReluOnAStridedBatchInEveryMode) {
   check_epilogue<bf16, bf16>(Mode::bf16_to_bf16, to_bf16, to_bf16, widen, seed + 3);
 }
 
+// --- rows with a gap after them ----------------------------------------------------------------
+
+// Each operand the first columns of a wider array (a row stride longer than its rows, as the
+// networks' activations with their column of ones are): every transpose, a batch of 2 with
+// the A operand shared, against the oracle; the columns past C's are not written.
+template <class TAB, class TC, class ToAB, class ToC, class FromC>
+void check_gapped(Mode mode, ToAB to_ab, ToC to_c, FromC from_c, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const ExecSpace space;
+  const std::size_t batch = 2, gap = 5;
+  const float sentinel = 7.0f;
+  auto widened = [&](const std::vector<float>& values, std::size_t rows, std::size_t cols) {
+    std::vector<float> wide(rows * (cols + gap), sentinel);
+    for (std::size_t i = 0; i < rows; ++i)
+      std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(i * cols), cols,
+                  wide.begin() + static_cast<std::ptrdiff_t>(i * (cols + gap)));
+    return wide;
+  };
+  auto first_columns = [](const auto& all, std::size_t cols) {
+    return Kokkos::subview(all, Kokkos::ALL, Kokkos::ALL, std::make_pair(std::size_t{0}, cols));
+  };
+  for (Op op_a : {Op::none, Op::transpose}) {
+    for (Op op_b : {Op::none, Op::transpose}) {
+      std::vector<Problem> problems;
+      for (std::size_t s = 0; s < batch; ++s) {
+        problems.push_back(make_problem(rng, op_a, op_b, 13, 9, 24, 0.5f, 0.25f));
+        problems[s].a = problems[0].a;
+      }
+      const Problem& p = problems[0];
+      std::vector<std::vector<float>> bs, cs;
+      for (const Problem& q : problems) {
+        bs.push_back(widened(q.b, p.b_rows(), p.b_cols()));
+        cs.push_back(widened(q.c0, p.m, p.n));
+      }
+      auto a_all = to_device_batch<TAB>({widened(p.a, p.a_rows(), p.a_cols())}, p.a_rows(),
+                                        p.a_cols() + gap, to_ab);
+      auto b_all = to_device_batch<TAB>(bs, p.b_rows(), p.b_cols() + gap, to_ab);
+      auto c_all = to_device_batch<TC>(cs, p.m, p.n + gap, to_c);
+      const gemm::StridedBatch<const TAB> a = first_columns(a_all, p.a_cols());
+      const gemm::StridedBatch<const TAB> b = first_columns(b_all, p.b_cols());
+      const gemm::StridedBatch<TC> c = first_columns(c_all, p.n);
+      if constexpr (std::is_same<TAB, float>::value) {
+        gemm::gemm_batched(space, mode == Mode::fp32 ? Precision::fp32 : Precision::tf32, op_a,
+                           op_b, p.alpha, a, b, p.beta, c);
+      } else {
+        gemm::gemm_batched(space, op_a, op_b, p.alpha, a, b, p.beta, c);
+      }
+      for (std::size_t s = 0; s < batch; ++s) {
+        const std::vector<float> all = item_to_host(c_all, s, from_c);
+        std::vector<float> result;
+        for (std::size_t i = 0; i < p.m; ++i) {
+          for (std::size_t j = 0; j < p.n + gap; ++j) {
+            if (j < p.n)
+              result.push_back(all[i * (p.n + gap) + j]);
+            else
+              ASSERT_EQ(all[i * (p.n + gap) + j], from_c(to_c(sentinel))) << "gap written";
+          }
+        }
+        EXPECT_LE(normalized_error(problems[s], result), bound(mode))
+            << name(mode) << " item " << s << " " << problems[s].describe();
+      }
+    }
+  }
+}
+
+TEST(GemmGapped, RowsFollowedByOtherColumnsInEveryOperandAndMode) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  check_gapped<float, float>(Mode::fp32, identity, identity, identity, seed);
+  check_gapped<float, float>(Mode::tf32, identity, identity, identity, seed + 1);
+  check_gapped<bf16, float>(Mode::bf16_to_float, to_bf16, identity, identity, seed + 2);
+  check_gapped<bf16, bf16>(Mode::bf16_to_bf16, to_bf16, to_bf16, widen, seed + 3);
+}
+
 TEST(GemmEpilogue, RejectsAShortBias) {
   const ExecSpace space;
   Matrix<float> a("a", 4, 5), b("b", 5, 6), c("c", 4, 6);

@@ -117,6 +117,14 @@ double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
 class Backward : public ::testing::TestWithParam<bool> {};
 
 // A network of 5 features (state 8) with the given hidden widths.
+// The states in the rows backward() needs: each followed by a column of ones.
+StridedMatrix<float> with_ones_column(const Matrix<float>& states) {
+  const StridedMatrix<float> rows =
+      nn::rows_with_ones<float>(ExecSpace(), "test::states", states.extent(0), states.extent(1));
+  Kokkos::deep_copy(rows, states);
+  return rows;
+}
+
 nn::NetworkSpec small_network(const std::vector<std::size_t>& hidden, bool dueling) {
   nn::NetworkSpec spec;
   spec.features = 5;
@@ -169,7 +177,7 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   const auto device_parameters = upload(parameters);
   const nn::Weights<float> weights{device_parameters, device_parameters};
   Matrix<float> q("test::q", rows, spec.actions);
-  net.forward(space, weights, states, rows, q);
+  net.forward(space, weights, with_ones_column(states), rows, q);
   Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
   write_output_gradient(space, net.output_gradient(rows, grads), w);
   const exec::SideStream side;
@@ -225,6 +233,25 @@ TEST(Mlp, RejectsAHeadWiderThanItsPassesHold) {
   EXPECT_THROW(nn::Mlp<float>(space, spec, Precision::fp32, 2), InputError);
 }
 
+// backward() takes the bias gradients from the column of ones after the forward pass's
+// states: states without one are refused.
+TEST(Mlp, BackwardRefusesStatesWithoutTheColumnOfOnes) {
+  const ExecSpace space;
+  const nn::NetworkSpec spec = small_network({4}, false);
+  const nn::ParameterLayout layout(spec);
+  const std::size_t rows = 3;
+  nn::Mlp<float> net(space, spec, Precision::fp32, rows);
+  const auto parameters = upload(nn::initial_parameters(layout, 1));
+  const nn::Weights<float> weights{parameters, parameters};
+  Matrix<float> states("test::states", rows, spec.state_size()), q("test::q", rows, spec.actions);
+  Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
+  const exec::SideStream side;
+  net.forward(space, weights, states, rows, q);
+  EXPECT_THROW(net.backward(space, side, weights, rows, grads), InputError);
+  net.forward(space, weights, with_ones_column(states), rows, q);
+  EXPECT_NO_THROW(net.backward(space, side, weights, rows, grads));
+}
+
 INSTANTIATE_TEST_SUITE_P(Dueling, Backward, ::testing::Values(false, true), [](const auto& info) {
   return std::string(info.param ? "dueling" : "plain");
 });
@@ -252,9 +279,11 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
 
   const ExecSpace space;
   const std::vector<float> values = testing::random_values(rng, rows * state);
-  Matrix<float> states("test::states", rows, state);
-  Kokkos::deep_copy(states, Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace>(
-                                values.data(), rows, state));
+  Matrix<float> plain_states("test::states", rows, state);
+  Kokkos::deep_copy(plain_states,
+                    Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace>(
+                        values.data(), rows, state));
+  const StridedMatrix<float> states = with_ones_column(plain_states);
   nn::Mlp<float> paired(space, spec, Precision::fp32, rows, 2);
   nn::Mlp<float> single(space, spec, Precision::fp32, rows);
   MatrixBatch<float> q_pair("test::q_pair", 2, rows, spec.actions);
@@ -649,9 +678,17 @@ void draw(const ExecSpace& space, const Sampler& sampler, const replay::Batch& b
   const Matrix<const float> features(column.data(), bars, 1);
   const auto env_bars = upload(std::vector<std::int32_t>{17, 3});
   const auto env_positions = upload(std::vector<std::int8_t>{2, 0});
-  Matrix<float> states("test::states", 2 * b + 2, 1 + positions);
+  // The trainer's buffer: rows followed by the column of ones, which assembly keeps.
+  const std::size_t rows = 2 * b + 2, state = 1 + positions;
+  const StridedMatrix<float> states = nn::rows_with_ones<float>(space, "test::states", rows, state);
   env::assemble_learning_states(space, features, sampler, batch, {env_bars, env_positions}, states);
-  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), states);
+  Matrix<float> packed("test::packed", rows, state + 1);
+  Kokkos::deep_copy(
+      packed, StridedMatrix<float>(states.data(),
+                                   Kokkos::LayoutStride(rows, states.stride(0), state + 1, 1)));
+  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
+  for (std::size_t row = 0; row < rows; ++row)
+    ASSERT_EQ(got(row, state), 1.0f) << "the column of ones, row " << row;
   const auto bar = download(batch.bar), next_bar = download(batch.next_bar);
   const auto position = download(batch.position), next_position = download(batch.next_position);
   auto expect_state = [&](std::size_t row, std::int32_t t, int p) {

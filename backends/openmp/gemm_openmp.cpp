@@ -1,7 +1,8 @@
 // OpenMP backend: KokkosBlas::gemm, which routes float LayoutRight host views to the BLAS
 // library (OpenBLAS) through Kokkos Kernels' TPL layer, then the epilogue as one pass.
 // There are no TF32 or bf16 units on the host: tf32 computes in fp32, and bf16 operands
-// are widened (exactly) to float scratch matrices first.
+// are widened (exactly) to float scratch matrices first; so are matrices whose rows have a
+// gap after them (a row stride longer than a row), which LayoutRight views cannot express.
 #define DQNTRADER_COMPAT_KOKKOS_BLAS
 #include "dqntrader/core/kokkos_compat.hpp"
 
@@ -25,34 +26,40 @@ const char* trans(Op op) {
   return op == Op::none ? "N" : "T";
 }
 
-// The BLAS sees matrices with contiguous rows and no gaps between them.
+// The BLAS reads matrices in place when they are float and packed (no gap between rows);
+// others go through a float scratch matrix.
 template <class T>
-void check_packed(const StridedBatch<T>& x) {
-  if (x.extent(1) > 1 && x.stride(1) != x.extent(2)) {
-    throw InputError(
-        "gemm (OpenMP backend): matrices must be packed, rows exactly as long as the row stride");
-  }
+bool in_place(const StridedBatch<T>& x) {
+  return std::is_same<typename StridedBatch<T>::non_const_value_type, float>::value &&
+         (x.extent(1) <= 1 || x.stride(1) == x.extent(2));
 }
 
-// Matrix i of a batch (matrix 0 when the batch extent is 1) as a float view; bf16 is
-// widened into scratch.
-ContiguousConst item(const ExecSpace&, const StridedBatch<const float>& x, std::size_t i,
-                     const Matrix<float>&) {
-  const std::size_t index = x.extent(0) == 1 ? 0 : i;
-  return ContiguousConst(x.data() + index * x.stride(0), x.extent(1), x.extent(2));
+template <class T>
+Matrix<float> scratch_for(const ExecSpace& space, const StridedBatch<T>& x, const char* label) {
+  if (in_place(x))
+    return Matrix<float>();
+  return Matrix<float>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)),
+                       x.extent(1), x.extent(2));
 }
 
-ContiguousConst item(const ExecSpace& space, const StridedBatch<const bf16>& x, std::size_t i,
+// Matrix i of a batch (matrix 0 when the batch extent is 1) as a packed float view: itself,
+// or copied into scratch (bf16 widened exactly, rows packed).
+template <class T>
+ContiguousConst item(const ExecSpace& space, const StridedBatch<const T>& x, std::size_t i,
                      const Matrix<float>& scratch) {
   const std::size_t index = x.extent(0) == 1 ? 0 : i;
-  const bf16* source = x.data() + index * x.stride(0);
-  const std::size_t cols = x.extent(2);
+  const T* source = x.data() + index * x.stride(0);
+  const std::size_t rows = x.extent(1), cols = x.extent(2), ld = x.stride(1);
+  if constexpr (std::is_same<T, float>::value) {
+    if (scratch.extent(0) == 0)
+      return ContiguousConst(source, rows, cols);
+  }
   for_each_cell(
-      "dqntrader::gemm::openmp::widen_bf16", space, x.extent(1), cols,
+      "dqntrader::gemm::openmp::pack", space, rows, cols,
       KOKKOS_LAMBDA(const std::size_t r, const std::size_t col) {
-        scratch(r, col) = to_float(source[r * cols + col]);
+        scratch(r, col) = to_float(source[r * ld + col]);
       });
-  return ContiguousConst(scratch.data(), x.extent(1), cols);
+  return ContiguousConst(scratch.data(), rows, cols);
 }
 
 template <class TA, class TC>
@@ -66,54 +73,41 @@ void batched(const ExecSpace& space, Op op_a, Op op_b, float alpha, const Stride
     detail::scale(space, beta, c, epilogue);
     return;
   }
-  check_packed(a);
-  check_packed(b);
-  check_packed(c);
-  constexpr bool widened = std::is_same<TA, bf16>::value;
-  Matrix<float> a_wide, b_wide, c_wide;
-  if (widened) {
-    a_wide = Matrix<float>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                                              std::string("dqntrader::gemm::a_wide")),
-                           a.extent(1), a.extent(2));
-    b_wide = Matrix<float>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                                              std::string("dqntrader::gemm::b_wide")),
-                           b.extent(1), b.extent(2));
-  }
-  if (!std::is_same<TC, float>::value) {
-    c_wide = Matrix<float>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                                              std::string("dqntrader::gemm::c_wide")),
-                           shape.m, shape.n);
-  }
+  const Matrix<float> a_wide = scratch_for(space, a, "dqntrader::gemm::a_wide");
+  const Matrix<float> b_wide = scratch_for(space, b, "dqntrader::gemm::b_wide");
+  const Matrix<float> c_wide = scratch_for(space, c, "dqntrader::gemm::c_wide");
   for (std::size_t i = 0; i < shape.batch; ++i) {
-    // A shared operand is widened once.
-    const ContiguousConst ai = (i > 0 && shape.share_a && widened)
+    // A shared operand goes through scratch once.
+    const ContiguousConst ai = (i > 0 && shape.share_a && a_wide.extent(0) > 0)
                                    ? ContiguousConst(a_wide.data(), a.extent(1), a.extent(2))
                                    : item(space, a, i, a_wide);
-    const ContiguousConst bi = (i > 0 && shape.share_b && widened)
+    const ContiguousConst bi = (i > 0 && shape.share_b && b_wide.extent(0) > 0)
                                    ? ContiguousConst(b_wide.data(), b.extent(1), b.extent(2))
                                    : item(space, b, i, b_wide);
     TC* ci = c.data() + i * c.stride(0);
     if constexpr (std::is_same<TC, float>::value) {
-      compat::blas_gemm(space, trans(op_a), trans(op_b), alpha, ai, bi, beta,
-                        Contiguous(ci, shape.m, shape.n));
-    } else {
-      const std::size_t n = shape.n;
-      const Matrix<float> wide = c_wide;
-      if (beta != 0.0f) {
-        for_each_cell(
-            "dqntrader::gemm::openmp::widen_c", space, shape.m, n,
-            KOKKOS_LAMBDA(const std::size_t r, const std::size_t col) {
-              wide(r, col) = to_float(ci[r * n + col]);
-            });
+      if (c_wide.extent(0) == 0) {
+        compat::blas_gemm(space, trans(op_a), trans(op_b), alpha, ai, bi, beta,
+                          Contiguous(ci, shape.m, shape.n));
+        continue;
       }
-      compat::blas_gemm(space, trans(op_a), trans(op_b), alpha, ai, bi, beta,
-                        Contiguous(wide.data(), shape.m, n));
+    }
+    const std::size_t ld = c.stride(1);
+    const Matrix<float> wide = c_wide;
+    if (beta != 0.0f) {
       for_each_cell(
-          "dqntrader::gemm::openmp::narrow_c", space, shape.m, n,
+          "dqntrader::gemm::openmp::widen_c", space, shape.m, shape.n,
           KOKKOS_LAMBDA(const std::size_t r, const std::size_t col) {
-            store(ci[r * n + col], wide(r, col));
+            wide(r, col) = to_float(ci[r * ld + col]);
           });
     }
+    compat::blas_gemm(space, trans(op_a), trans(op_b), alpha, ai, bi, beta,
+                      Contiguous(wide.data(), shape.m, shape.n));
+    for_each_cell(
+        "dqntrader::gemm::openmp::unpack_c", space, shape.m, shape.n,
+        KOKKOS_LAMBDA(const std::size_t r, const std::size_t col) {
+          store(ci[r * ld + col], wide(r, col));
+        });
   }
   detail::apply_epilogue(space, c, epilogue);
 }

@@ -14,6 +14,11 @@ using DeviceMemory = ExecSpace::memory_space;
 template <class T>
 using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, DeviceMemory>;
 
+/// A row-major matrix whose rows may lie further apart than their length (stride(0)):
+/// the first columns of a wider one, or rows followed by columns of their own.
+template <class T>
+using StridedMatrix = Kokkos::View<T**, Kokkos::LayoutStride, DeviceMemory>;
+
 /// A batch of row-major matrices, [batch][row][column], each contiguous.
 template <class T>
 using MatrixBatch = Kokkos::View<T***, Kokkos::LayoutRight, DeviceMemory>;

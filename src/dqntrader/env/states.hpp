@@ -32,7 +32,7 @@ KOKKOS_INLINE_FUNCTION void store_state_cell(const Matrix<const T>& features, st
 /// out[i] = state (bars(i), positions(i)) for every entry of bars.
 template <class T>
 void assemble_states(const ExecSpace& space, const Matrix<const T>& features,
-                     const StateSource& source, const Matrix<T>& out) {
+                     const StateSource& source, const StridedMatrix<T>& out) {
   for_each_cell(
       "dqntrader::env::assemble_states", space, source.bars.extent(0), out.extent(1),
       KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) {
@@ -55,7 +55,7 @@ struct LearningRow {
 template <class T, class Sampler>
 void assemble_learning_states(const ExecSpace& space, const Matrix<const T>& features,
                               const Sampler& sampler, const replay::Batch& batch,
-                              const StateSource& environments, const Matrix<T>& out) {
+                              const StateSource& environments, const StridedMatrix<T>& out) {
   const std::size_t b = batch.size(), e = environments.bars.extent(0);
   for_each_cell(
       "dqntrader::env::assemble_learning_states", space, 2 * b + e, out.extent(1),

@@ -2,8 +2,10 @@
 
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/for_each_cell.hpp"
 #include "dqntrader/core/team_sum.hpp"
 
 namespace dqntrader::nn {
@@ -17,15 +19,23 @@ Matrix<const T> block(const Kokkos::View<const T*, DeviceMemory>& flat, const Te
   return Matrix<const T>(flat.data() + t.offset, t.rows, t.cols);
 }
 
-template <class T>
-Kokkos::View<const T*, DeviceMemory> vector_of(const Kokkos::View<const T*, DeviceMemory>& flat,
-                                               const Tensor& t) {
-  return Kokkos::View<const T*, DeviceMemory>(flat.data() + t.offset, t.size());
+template <class V>
+auto first_rows(const V& m, std::size_t rows) {
+  return Kokkos::subview(m, std::make_pair(std::size_t{0}, rows), Kokkos::ALL);
 }
 
+// x followed by the column after it: the column of ones of rows_with_ones.
 template <class T>
-Matrix<T> first_rows(const Matrix<T>& m, std::size_t rows) {
-  return Matrix<T>(m.data(), rows, m.extent(1));
+StridedMatrix<const T> with_ones(const StridedMatrix<const T>& x) {
+  return StridedMatrix<const T>(x.data(),
+                                Kokkos::LayoutStride(x.extent(0), x.stride(0), x.extent(1) + 1, 1));
+}
+
+// A matrix as a batch of one.
+template <class T>
+gemm::StridedBatch<T> one(const StridedMatrix<T>& x) {
+  return gemm::StridedBatch<T>(
+      x.data(), Kokkos::LayoutStride(1, 0, x.extent(0), x.stride(0), x.extent(1), 1));
 }
 
 // Values a thread loads side by side (the loads overlap).
@@ -96,20 +106,12 @@ template void head_forward(const ExecSpace&, const HeadInputs<bf16>&, std::size_
 
 namespace {
 
-// The gradient before a layer's ReLU, x(r, j) = d loss / d h(r, j) for its output h:
-// read from a matrix, or computed from the head's output gradient g and weight w
-// (hidden x head width), x = g w^T, whose few columns make a product of their own wasteful.
-template <class TX>
-struct Loaded {
-  Matrix<const TX> x;
-  KOKKOS_INLINE_FUNCTION float operator()(std::size_t r, std::size_t j) const {
-    return to_float(x(r, j));
-  }
-};
-
+// The last hidden layer's gradient from the head's output gradient g (rows x W) and weight
+// w (hidden x W): x(r, j) = d loss / d h(r, j) = (g w^T)(r, j), whose W columns make a
+// product of their own wasteful.
 template <int W, class T>
 struct ThroughHead {
-  Matrix<const T> g, w;  // rows x W, hidden x W
+  Matrix<const T> g, w;
   KOKKOS_INLINE_FUNCTION float operator()(std::size_t r, std::size_t j) const {
     float sum = 0.0f;
     for (int a = 0; a < W; ++a)
@@ -118,20 +120,18 @@ struct ThroughHead {
   }
 };
 
-// One pass over a layer's output gradient: y = x, zeroed where h <= 0 (the ReLU's
-// derivative), in the compute type (y may be the matrix x reads), and the bias gradient
-// bias_grad[j] = sum over rows of y[r][j] as stored. With E > 0 and g (rows x E), the head's
-// output gradient when h is the last hidden layer, also the head's weight gradient
-// weight_grad[j * E + a] = sum over rows of h[r][j] g[r][a] (h^T g).
+// The head's backward in one pass over the last hidden layer's activations h: that layer's
+// gradient before its ReLU, y = x zeroed where h <= 0 (the ReLU's derivative), in the compute
+// type, and the head's weight gradient weight_grad[j * W + a] = sum over rows of h[r][j]
+// g[r][a] (h^T g).
 //
 // A team takes kColumns adjacent columns of one of kRowChunks chunks of rows. On CUDA
 // neighbouring threads take neighbouring columns (and addresses), and its kGroups thread
 // groups every kGroups-th row of the chunk, kBatch rows at a time (loaded before any is
 // stored, so that the loads overlap); on the host the team's one thread walks the chunk's rows
-// in order with the columns side by side. The team's sums go to partials(chunk, s * columns +
-// column) for sum s (0: the bias, 1 + a: the weight's column a); the last team of a column
-// tile adds its kRowChunks chunks in order: the same order on every run and at every thread
-// count.
+// in order with the columns side by side. The team's sums go to partials(chunk, a * columns +
+// column); the last team of a column tile adds its kRowChunks chunks in order: the same order
+// on every run and at every thread count.
 constexpr int kColumns = 32, kGroups = 16, kRowChunks = 8;
 constexpr int kThreads = kColumns * kGroups;
 #if defined(DQNTRADER_BACKEND_CUDA)
@@ -140,23 +140,23 @@ constexpr int kColumnTeam = kThreads;
 constexpr int kColumnTeam = 1;  // one thread a team on the host
 #endif
 
-template <int E, class Source, class T>
-void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<const T>& h,
-                        const Matrix<T>& y, std::size_t rows, float* bias_grad,
-                        const Matrix<const T>& g, float* weight_grad, const Matrix<float>& partials,
-                        const Kokkos::View<int*, DeviceMemory>& arrivals) {
+template <int W, class T>
+void head_backward(const ExecSpace& space, const ThroughHead<W, T>& x,
+                   const StridedMatrix<const T>& h, const Matrix<T>& y, std::size_t rows,
+                   float* weight_grad, const Matrix<float>& partials,
+                   const Kokkos::View<int*, DeviceMemory>& arrivals) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Policy::member_type;
   using Scratch = TeamScratch<float>;
   const std::size_t cols = h.extent(1);
-  constexpr int sums = 1 + E;
   const std::size_t tiles = (cols + kColumns - 1) / kColumns;
   const std::size_t chunk = (rows + kRowChunks - 1) / kRowChunks;
+  const Matrix<const T> g = x.g;
   Policy policy(space, static_cast<int>(tiles * kRowChunks), kColumnTeam);
-  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(sums * kThreads)));
+  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(W * kThreads)));
   Kokkos::parallel_for(
-      "dqntrader::nn::masked_column_sums", policy, KOKKOS_LAMBDA(const Member& member) {
-        const Scratch partial(member.team_scratch(0), sums * kThreads);
+      "dqntrader::nn::head_backward", policy, KOKKOS_LAMBDA(const Member& member) {
+        const Scratch partial(member.team_scratch(0), W * kThreads);
         const std::size_t tile = static_cast<std::size_t>(member.league_rank()) / kRowChunks;
         const std::size_t part = static_cast<std::size_t>(member.league_rank()) % kRowChunks;
         const std::size_t first = tile * kColumns, begin = part * chunk;
@@ -165,30 +165,27 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
           // One thread a team (the host): the chunk's rows in order, the tile's columns side
           // by side, their sums independent (so the compiler may vectorize across columns).
           const std::size_t width = first + kColumns < cols ? kColumns : cols - first;
-          float sum[kColumns] = {}, extra[E > 0 ? E : 1][kColumns] = {}, held[kColumns];
+          float sum[W][kColumns] = {}, held[kColumns];
           for (std::size_t r = begin; r < end; ++r) {
             for (std::size_t c = 0; c < width; ++c) {
               const std::size_t j = first + c;
               held[c] = to_float(h(r, j));
-              const float value = held[c] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f;
-              store(y(r, j), value);
-              sum[c] += value;
+              store(y(r, j), held[c] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f);
             }
-            for (int e = 1; e < sums; ++e) {
-              const float ge = to_float(g(r, static_cast<std::size_t>(e - 1)));
+            for (int a = 0; a < W; ++a) {
+              const float ga = to_float(g(r, static_cast<std::size_t>(a)));
               for (std::size_t c = 0; c < width; ++c)
-                extra[e - 1][c] += held[c] * ge;
+                sum[a][c] += held[c] * ga;
             }
           }
           for (std::size_t c = 0; c < width; ++c) {
-            partials(part, first + c) = sum[c];
-            for (int e = 1; e < sums; ++e)
-              partials(part, static_cast<std::size_t>(e) * cols + first + c) = extra[e - 1][c];
+            for (int a = 0; a < W; ++a)
+              partials(part, static_cast<std::size_t>(a) * cols + first + c) = sum[a][c];
           }
         } else {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kThreads), [&](const int t) {
             const std::size_t j = first + static_cast<std::size_t>(t % kColumns);
-            float sum = 0.0f, extra[E > 0 ? E : 1] = {};
+            float sum[W] = {};
             if (j < cols) {
               for (std::size_t r0 = begin + static_cast<std::size_t>(t / kColumns); r0 < end;
                    r0 += kGroups * kBatch) {
@@ -203,46 +200,69 @@ void masked_column_sums(const ExecSpace& space, const Source& x, const Matrix<co
                   if (r >= end)
                     break;
                   store(y(r, j), value[k]);
-                  sum += value[k];
-                  for (int e = 0; e < E; ++e)
-                    extra[e] += held[k] * to_float(g(r, static_cast<std::size_t>(e)));
+                  for (int a = 0; a < W; ++a)
+                    sum[a] += held[k] * to_float(g(r, static_cast<std::size_t>(a)));
                 }
               }
             }
-            partial(t) = sum;
-            for (int e = 1; e < sums; ++e)
-              partial(e * kThreads + t) = extra[e - 1];
+            for (int a = 0; a < W; ++a)
+              partial(a * kThreads + t) = sum[a];
           });
           member.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, sums * kColumns), [&](const int c) {
-            const int e = c / kColumns, column = c % kColumns;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, W * kColumns), [&](const int c) {
+            const int a = c / kColumns, column = c % kColumns;
             float total = 0.0f;
             for (int group = 0; group < kGroups; ++group)
-              total += partial(e * kThreads + group * kColumns + column);
+              total += partial(a * kThreads + group * kColumns + column);
             if (first + column < cols)
-              partials(part, e * cols + first + column) = total;
+              partials(part, a * cols + first + column) = total;
           });
         }
         if (!last_to_arrive(member, &arrivals(tile), kRowChunks))
           return;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, sums * kColumns), [&](const int c) {
-          const std::size_t e = static_cast<std::size_t>(c / kColumns);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, W * kColumns), [&](const int c) {
+          const std::size_t a = static_cast<std::size_t>(c / kColumns);
           const std::size_t j = first + static_cast<std::size_t>(c % kColumns);
           if (j >= cols)
             return;
-          const volatile float* const column = partials.data() + e * cols + j;
+          const volatile float* const column = partials.data() + a * cols + j;
           float total = 0.0f;
           for (int p = 0; p < kRowChunks; ++p)
             total += column[p * partials.extent(1)];
-          if (e == 0)
-            bias_grad[j] = total;
-          else
-            weight_grad[j * E + e - 1] = total;
+          weight_grad[j * W + a] = total;
         });
       });
 }
 
+// y = y zeroed where h <= 0: a hidden layer's gradient before its ReLU, from the gradient
+// of its output, in place.
+template <class T>
+void relu_mask(const ExecSpace& space, const StridedMatrix<const T>& h, const Matrix<T>& y) {
+  for_each_cell(
+      "dqntrader::nn::relu_mask", space, y.extent(0), y.extent(1),
+      KOKKOS_LAMBDA(const std::size_t r, const std::size_t j) {
+        if (!(to_float(h(r, j)) > 0.0f))
+          store(y(r, j), 0.0f);
+      });
+}
+
 }  // namespace
+
+template <class T>
+StridedMatrix<T> rows_with_ones(const ExecSpace& space, const std::string& label, std::size_t rows,
+                                std::size_t cols) {
+  const std::size_t stride = (cols + 1 + 7) / 8 * 8;
+  const Matrix<T> all(Kokkos::view_alloc(space, label), rows, stride);  // zeros
+  Kokkos::parallel_for(
+      "dqntrader::nn::rows_with_ones", Kokkos::RangePolicy<ExecSpace>(space, 0, rows),
+      KOKKOS_LAMBDA(const std::size_t r) { store(all(r, cols), 1.0f); });
+  return Kokkos::subview(all, Kokkos::ALL, std::make_pair(std::size_t{0}, cols));
+}
+
+template StridedMatrix<float> rows_with_ones(const ExecSpace&, const std::string&, std::size_t,
+                                             std::size_t);
+template StridedMatrix<bf16> rows_with_ones(const ExecSpace&, const std::string&, std::size_t,
+                                            std::size_t);
 
 template <class T>
 Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision,
@@ -259,76 +279,82 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
     throw InputError("the training network's head has at most " + std::to_string(kMaxHeadWidth) +
                      " outputs, not " + std::to_string(m_head_width));
   }
-  std::size_t widest = 0;
   for (std::size_t w : spec.hidden) {
-    m_hidden_copies.push_back(Kokkos::View<T*, DeviceMemory>(
-        Kokkos::view_alloc(space, std::string("dqntrader::nn::hidden")), copies * max_rows * w));
+    m_hidden.push_back(rows_with_ones<T>(space, "dqntrader::nn::hidden", copies * max_rows, w));
     m_layer_grads.push_back(Matrix<T>(
         Kokkos::view_alloc(space, std::string("dqntrader::nn::layer_grad")), max_rows, w));
-    widest = std::max(widest, w);
   }
+  const std::size_t last = spec.hidden.back();
   m_head_grad = Matrix<T>(Kokkos::view_alloc(space, std::string("dqntrader::nn::head_grad")),
                           max_rows, m_head_width);
   m_column_partials =
       Matrix<float>(Kokkos::view_alloc(space, std::string("dqntrader::nn::column_partials")),
-                    kRowChunks, (1 + m_head_width) * widest);
+                    kRowChunks, m_head_width * last);
   m_column_arrivals = Kokkos::View<int*, DeviceMemory>(
       Kokkos::view_alloc(space, std::string("dqntrader::nn::column_arrivals")),
-      (widest + kColumns - 1) / kColumns);
+      (last + kColumns - 1) / kColumns);
 }
 
 template <class T>
-Matrix<T> Mlp<T>::hidden(std::size_t layer, std::size_t rows) const {
-  return Matrix<T>(m_hidden_copies[layer].data(), rows, m_layout.spec().hidden[layer]);
+StridedMatrix<T> Mlp<T>::hidden(std::size_t layer, std::size_t rows) const {
+  return first_rows(m_hidden[layer], rows);
 }
 
 template <class T>
 template <class TC>
-void Mlp<T>::product(const ExecSpace& space, Op op_a, Op op_b, const Matrix<const T>& a,
-                     const Matrix<const T>& b, const Matrix<TC>& c,
-                     const gemm::Epilogue<TC>& epilogue) const {
+void Mlp<T>::product(const ExecSpace& space, Op op_a, Op op_b, const StridedMatrix<const T>& a,
+                     const StridedMatrix<const T>& b, const StridedMatrix<TC>& c) const {
   if constexpr (std::is_same<T, bf16>::value) {
-    gemm::gemm(space, op_a, op_b, 1.0f, a, b, 0.0f, c, epilogue);
+    gemm::gemm_batched(space, op_a, op_b, 1.0f, one(a), one(b), 0.0f, one(c));
   } else {
-    gemm::gemm(space, m_precision, op_a, op_b, 1.0f, a, b, 0.0f, c, epilogue);
+    gemm::gemm_batched(space, m_precision, op_a, op_b, 1.0f, one(a), one(b), 0.0f, one(c));
   }
 }
 
 template <class T>
-HeadInputs<T> Mlp<T>::forward_pair(const ExecSpace& space, const Weights<T>& w,
-                                   std::size_t target_offset, const Matrix<const T>& states,
-                                   std::size_t rows) {
+gemm::StridedBatch<const T> Mlp<T>::hidden_layers(const ExecSpace& space, const Weights<T>& w,
+                                                  std::size_t copies, std::size_t target_offset,
+                                                  const StridedMatrix<const T>& states,
+                                                  std::size_t rows) {
   const NetworkSpec& spec = m_layout.spec();
+  m_states = states;
+  auto weights = [&](const Tensor& t) {
+    return gemm::StridedBatch<const T>(
+        w.working.data() + t.offset,
+        Kokkos::LayoutStride(copies, target_offset, t.rows, t.cols, t.cols, 1));
+  };
+  gemm::StridedBatch<const T> in = one(StridedMatrix<const T>(first_rows(states, rows)));
+  for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
+    const Tensor& weight = m_layout.weight(l);
+    const Tensor& bias = m_layout.bias(l);
+    gemm::Epilogue<T> epilogue;
+    epilogue.bias = Kokkos::View<const T*, DeviceMemory>(
+        w.working.data() + bias.offset, (copies - 1) * target_offset + bias.size());
+    epilogue.bias_stride = target_offset;
+    epilogue.relu = true;
+    // [copy][row][column], the copies max_rows rows apart.
+    const StridedMatrix<T>& h = m_hidden[l];
+    const gemm::StridedBatch<T> out(
+        h.data(),
+        Kokkos::LayoutStride(copies, m_max_rows * h.stride(0), rows, h.stride(0), weight.cols, 1));
+    gemm::product_batched<T, T>(space, m_precision, in, weights(weight), out, epilogue);
+    in = out;
+  }
+  return in;
+}
+
+template <class T>
+HeadInputs<T> Mlp<T>::forward_pair(const ExecSpace& space, const Weights<T>& w,
+                                   std::size_t target_offset, const StridedMatrix<const T>& states,
+                                   std::size_t rows) {
   if (m_copies != 2 || rows > m_max_rows || rows > states.extent(0) ||
-      states.extent(1) != spec.state_size() || target_offset < m_layout.size() ||
+      states.extent(1) != m_layout.spec().state_size() || target_offset < m_layout.size() ||
       w.working.extent(0) < target_offset + m_layout.size() ||
       w.master.extent(0) < target_offset + m_layout.size()) {
     throw InputError("Mlp::forward_pair: " + std::to_string(rows) +
                      " rows or the weight sets do not fit the buffers");
   }
-  m_states = states;
-  auto weights = [&](const Tensor& t) {
-    return gemm::StridedBatch<const T>(
-        w.working.data() + t.offset,
-        Kokkos::LayoutStride(2, target_offset, t.rows, t.cols, t.cols, 1));
-  };
-  gemm::StridedBatch<const T> in = MatrixBatch<const T>(states.data(), 1, rows, states.extent(1));
-  for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
-    const Tensor& weight = m_layout.weight(l);
-    const Tensor& bias = m_layout.bias(l);
-    gemm::Epilogue<T> epilogue;
-    epilogue.bias = Kokkos::View<const T*, DeviceMemory>(w.working.data() + bias.offset,
-                                                         target_offset + bias.size());
-    epilogue.bias_stride = target_offset;
-    epilogue.relu = true;
-    // [copy][row][column], the copies max_rows rows apart.
-    const gemm::StridedBatch<T> out(
-        m_hidden_copies[l].data(),
-        Kokkos::LayoutStride(2, m_max_rows * weight.cols, rows, weight.cols, weight.cols, 1));
-    gemm::product_batched<T, T>(space, m_precision, in, weights(weight), out, epilogue);
-    in = out;
-  }
-  return head_inputs(w, in, target_offset);
+  return head_inputs(w, hidden_layers(space, w, 2, target_offset, states, rows), target_offset);
 }
 
 template <class T>
@@ -344,26 +370,16 @@ HeadInputs<T> Mlp<T>::head_inputs(const Weights<T>& w, const gemm::StridedBatch<
 }
 
 template <class T>
-void Mlp<T>::forward(const ExecSpace& space, const Weights<T>& w, const Matrix<const T>& states,
-                     std::size_t rows, const Matrix<float>& q) {
+void Mlp<T>::forward(const ExecSpace& space, const Weights<T>& w,
+                     const StridedMatrix<const T>& states, std::size_t rows,
+                     const Matrix<float>& q) {
   const NetworkSpec& spec = m_layout.spec();
   if (rows > m_max_rows || rows > states.extent(0) || states.extent(1) != spec.state_size() ||
       q.extent(0) < rows || q.extent(1) != spec.actions) {
     throw InputError("Mlp::forward: " + std::to_string(rows) + " rows do not fit the buffers");
   }
-  m_states = states;
-  Matrix<const T> in = first_rows(states, rows);
-  for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
-    gemm::Epilogue<T> epilogue;
-    epilogue.bias = vector_of(w.working, m_layout.bias(l));
-    epilogue.relu = true;
-    const Matrix<T> out = hidden(l, rows);
-    product(space, Op::none, Op::none, in, block(w.working, m_layout.weight(l)), out, epilogue);
-    in = out;
-  }
-  nn::head_forward<T>(space,
-                      head_inputs(w, MatrixBatch<const T>(in.data(), 1, rows, in.extent(1)), 0),
-                      rows, MatrixBatch<float>(q.data(), 1, rows, spec.actions));
+  nn::head_forward<T>(space, head_inputs(w, hidden_layers(space, w, 1, 0, states, rows), 0), rows,
+                      MatrixBatch<float>(q.data(), 1, rows, spec.actions));
 }
 
 template <class T>
@@ -383,38 +399,40 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
   if (rows > m_max_rows || grads.extent(0) != m_layout.size()) {
     throw InputError("Mlp::backward: rows or gradient buffer do not match the network");
   }
-  auto grad_block = [&](const Tensor& t) {
-    return Matrix<float>(grads.data() + t.offset, t.rows, t.cols);
-  };
-  auto bias_grad = [&](std::size_t l) { return grads.data() + m_layout.bias(l).offset; };
+  if (m_states.stride(0) <= m_states.extent(1)) {
+    throw InputError(
+        "Mlp::backward: the forward pass's states have no column of ones after them "
+        "(rows_with_ones)");
+  }
   // The head, from the loss's output gradient g (the head's bias gradient is the loss's):
-  // in one pass, dZ of the last hidden layer, (g W^T) * relu'(Z), its bias gradient and the
-  // head's weight gradient H^T g (g's few columns make products of their own wasteful).
+  // in one pass, dZ of the last hidden layer, (g W^T) * relu'(Z), and the head's weight
+  // gradient H^T g.
   const std::size_t head = spec.hidden.size();
   const Matrix<const T> g = first_rows(m_head_grad, rows);
-  const Matrix<const T> last = hidden(head - 1, rows);
-  const Matrix<T> dz_last = first_rows(m_layer_grads[head - 1], rows);
   with_head_width(m_head_width, [&](auto width) {
     constexpr int W = decltype(width)::value;
-    masked_column_sums<W>(space, ThroughHead<W, T>{g, block(w.working, m_layout.weight(head))},
-                          last, dz_last, rows, bias_grad(head - 1), g,
-                          grads.data() + m_layout.weight(head).offset, m_column_partials,
-                          m_column_arrivals);
+    head_backward<W, T>(space, ThroughHead<W, T>{g, block(w.working, m_layout.weight(head))},
+                        hidden(head - 1, rows), first_rows(m_layer_grads[head - 1], rows), rows,
+                        grads.data() + m_layout.weight(head).offset, m_column_partials,
+                        m_column_arrivals);
   });
-  // Hidden layers, last to first: dW = H_in^T dZ on the side; on space, dH_in = dZ W^T,
-  // then the layer below's dZ = dH_in * relu'(Z_in) and its bias gradient, in place.
+  // Hidden layers, last to first: on the side, [dW; db] = [H_in 1]^T dZ into the layer's
+  // weight and the bias that follows it; on space, dH_in = dZ W^T, then the layer below's
+  // dZ = dH_in * relu'(Z_in), in place.
   for (std::size_t l = head; l-- > 0;) {
-    const Matrix<const T> input =
-        l == 0 ? first_rows(m_states, rows) : Matrix<const T>(hidden(l - 1, rows));
+    const StridedMatrix<const T> input = l == 0 ? StridedMatrix<const T>(first_rows(m_states, rows))
+                                                : StridedMatrix<const T>(hidden(l - 1, rows));
     const Matrix<const T> dz = first_rows(Matrix<const T>(m_layer_grads[l]), rows);
+    const Tensor& weight = m_layout.weight(l);
     side.fork(space);
-    product(side.space(), Op::transpose, Op::none, input, dz, grad_block(m_layout.weight(l)), {});
+    product(side.space(), Op::transpose, Op::none, with_ones(input), dz,
+            StridedMatrix<float>(
+                Matrix<float>(grads.data() + weight.offset, weight.rows + 1, weight.cols)));
     if (l == 0)
       break;
     const Matrix<T> next = first_rows(m_layer_grads[l - 1], rows);
-    product(space, Op::none, Op::transpose, dz, block(w.working, m_layout.weight(l)), next, {});
-    masked_column_sums<0>(space, Loaded<T>{next}, input, next, rows, bias_grad(l - 1),
-                          Matrix<const T>(), nullptr, m_column_partials, m_column_arrivals);
+    product(space, Op::none, Op::transpose, dz, block(w.working, weight), StridedMatrix<T>(next));
+    relu_mask(space, input, next);
   }
   side.join(space);
 }

@@ -6,7 +6,9 @@
 // layers are products (backends/gemm.hpp); the head, a few columns wide, runs in passes of
 // its own: its forward (with a dueling head's combination) in head_forward, or in the kernel
 // of a loss that evaluates it on the rows it reads (head_dot, head_q), and its backward
-// inside the last hidden layer's gradient pass.
+// inside the last hidden layer's gradient pass. A hidden layer's bias follows its weight in
+// the layout, so one product gives both gradients, [dW; db] = [X 1]^T dZ, over the layer's
+// input X followed by a column of ones (rows_with_ones): no pass sums gradients over rows.
 #pragma once
 
 #include <cstddef>
@@ -212,6 +214,14 @@ template <class T>
 void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t rows,
                   const gemm::StridedBatch<float>& q);
 
+/// rows x cols values in a buffer whose rows also hold, at column cols, a one (and zeros up
+/// to a row stride of a multiple of 8 values): a layer's input X with the column of ones that
+/// turns its weight-gradient product into [dW; db] = [X 1]^T dZ. backward() needs the states
+/// of the last forward pass in such rows; the hidden layers' activations are kept in them.
+template <class T>
+StridedMatrix<T> rows_with_ones(const ExecSpace& space, const std::string& label, std::size_t rows,
+                                std::size_t cols);
+
 template <class T>
 class Mlp {
  public:
@@ -222,7 +232,7 @@ class Mlp {
 
   /// q[r][a] = Q(states[r])[a] for the first rows states (states: rows x state_size, in T).
   /// Keeps the activations (and a reference to states) for backward().
-  void forward(const ExecSpace& space, const Weights<T>& w, const Matrix<const T>& states,
+  void forward(const ExecSpace& space, const Weights<T>& w, const StridedMatrix<const T>& states,
                std::size_t rows, const Matrix<float>& q);
 
   /// Two weight sets on the same states, one batched product per hidden layer: w and a second
@@ -232,7 +242,7 @@ class Mlp {
   /// (head_forward, or a loss that evaluates it where it needs it). Needs two copies; keeps
   /// w's activations for backward().
   HeadInputs<T> forward_pair(const ExecSpace& space, const Weights<T>& w, std::size_t target_offset,
-                             const Matrix<const T>& states, std::size_t rows);
+                             const StridedMatrix<const T>& states, std::size_t rows);
 
   /// Where the loss writes d loss / d Q for the first rows states of the last forward() and
   /// the head's bias gradient in grads (flat, float, the parameter layout).
@@ -243,7 +253,8 @@ class Mlp {
   /// of dq[r][a] * Q(states[r])[a], for the states of the last forward() and the dq written
   /// through output_gradient(rows, grads) before. The weight gradients' products run on side,
   /// forked from space as each layer's gradient is ready, beside the chain of input gradients
-  /// on space; side is joined back into space at the end.
+  /// on space; side is joined back into space at the end. The states must have come from
+  /// rows_with_ones (InputError when their rows have no column after them).
   void backward(const ExecSpace& space, const exec::SideStream& side, const Weights<T>& w,
                 std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads);
 
@@ -251,28 +262,34 @@ class Mlp {
 
  private:
   template <class TC>
-  void product(const ExecSpace& space, gemm::Op op_a, gemm::Op op_b, const Matrix<const T>& a,
-               const Matrix<const T>& b, const Matrix<TC>& c,
-               const gemm::Epilogue<TC>& epilogue) const;
+  void product(const ExecSpace& space, gemm::Op op_a, gemm::Op op_b,
+               const StridedMatrix<const T>& a, const StridedMatrix<const T>& b,
+               const StridedMatrix<TC>& c) const;
+
+  // The hidden layers of copies weight sets (copy c's target_offset * c values into w) on
+  // the first rows states; returns the last layer's activations [copy][row][column].
+  gemm::StridedBatch<const T> hidden_layers(const ExecSpace& space, const Weights<T>& w,
+                                            std::size_t copies, std::size_t target_offset,
+                                            const StridedMatrix<const T>& states, std::size_t rows);
 
   // The head's inputs: the last hidden layer's activations and w's head.
   HeadInputs<T> head_inputs(const Weights<T>& w, const gemm::StridedBatch<const T>& hidden,
                             std::size_t copy_stride) const;
 
-  // The first copy's first rows: the activations backward() uses.
-  Matrix<T> hidden(std::size_t layer, std::size_t rows) const;
+  // Layer layer's activations for the first rows states of copy 0 (backward's).
+  StridedMatrix<T> hidden(std::size_t layer, std::size_t rows) const;
 
   ParameterLayout m_layout;
   Precision m_precision;
   std::size_t m_max_rows, m_copies, m_head_width;
-  Matrix<const T> m_states;
-  // Post-ReLU activations per hidden layer: [copy][row][column], max_rows rows a copy.
-  std::vector<Kokkos::View<T*, DeviceMemory>> m_hidden_copies;
+  StridedMatrix<const T> m_states;
+  // Post-ReLU activations per hidden layer, rows_with_ones: copy c's rows from c * max_rows.
+  std::vector<StridedMatrix<T>> m_hidden;
   Matrix<T> m_head_grad;  // d loss / d head outputs, written by the loss
   // d loss / d Z per hidden layer (before its ReLU), each kept until the side's
   // weight-gradient product has read it.
   std::vector<Matrix<T>> m_layer_grads;
-  Matrix<float> m_column_partials;                     // gradient sums per chunk of rows
+  Matrix<float> m_column_partials;  // the head's weight-gradient sums per chunk of rows
   Kokkos::View<int*, DeviceMemory> m_column_arrivals;  // chunks summed, per column tile
 };
 

@@ -57,7 +57,8 @@ CausalProbe<T>::CausalProbe(const ExecSpace& space, const Matrix<const T>& featu
   }
   Kokkos::deep_copy(space, bars, bars_host);
   Kokkos::deep_copy(space, incoming, incoming_host);
-  env::assemble_states(space, features, env::StateSource{bars, incoming}, m_states);
+  env::assemble_states(space, features, env::StateSource{bars, incoming},
+                       StridedMatrix<T>(m_states));
   make_variants(space, m_states, groups, batch);
   compat::fence(space, "dqntrader::train::CausalProbe: the host draws are released on return");
 }

@@ -205,7 +205,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_guard = std::make_unique<TrainingGuard>(space, p, c.guard_limit);
 
     m_batch = replay::Batch(space, b);
-    m_states = Matrix<T>(alloc("dqntrader::train::states"), 2 * b + e, s);
+    m_states = nn::rows_with_ones<T>(space, "dqntrader::train::states", 2 * b + e, s);
     m_q_online = Matrix<float>(alloc("dqntrader::train::q"), online_rows, a);
     m_td = std::make_unique<TdLoss>(space, b, e, c.dueling ? a + 1 : a);
     m_loss = Kokkos::View<LossSums, DeviceMemory>(alloc("dqntrader::train::loss"));
@@ -497,7 +497,8 @@ class EngineImpl final : public DqnTrainer::Engine {
       env_q = rows_of(Matrix<const float>(m_q_online), 2 * b, e);
     } else {
       env::assemble_states(m_space, Matrix<const T>(m_features), environments,
-                           rows_of(m_states, 0, e));
+                           StridedMatrix<T>(Kokkos::subview(
+                               m_states, std::make_pair(std::size_t{0}, e), Kokkos::ALL)));
       m_net->forward(m_space, online_weights(), m_states, e, m_q_online);
       env_q = rows_of(Matrix<const float>(m_q_online), 0, e);
     }
@@ -602,8 +603,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
   std::vector<eval::BarRange> m_windows;
   replay::Batch m_batch;
-  Matrix<T> m_states;        // [s; s'; the environments' states]
-  Matrix<float> m_q_online;  // the online network's Q-values
+  StridedMatrix<T> m_states;  // [s; s'; the environments' states], rows_with_ones
+  Matrix<float> m_q_online;   // the online network's Q-values
   std::unique_ptr<TdLoss> m_td;
   Kokkos::View<LossSums, DeviceMemory> m_loss;
   Kokkos::View<LossTotals, DeviceMemory> m_sums;  // the epoch's, read once per epoch
