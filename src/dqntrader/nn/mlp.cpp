@@ -106,17 +106,9 @@ template void head_forward(const ExecSpace&, const HeadInputs<bf16>&, std::size_
 
 namespace {
 
-// The gradient of a hidden layer's output, x(r, j) = d loss / d h(r, j): read from a matrix,
-// or, for the last hidden layer, computed from the head's output gradient g (rows x W) and
-// weight w (hidden x W), x = g w^T, whose W columns make a product of their own wasteful.
-template <class T>
-struct Loaded {
-  Matrix<const T> x;
-  KOKKOS_INLINE_FUNCTION float operator()(std::size_t r, std::size_t j) const {
-    return to_float(x(r, j));
-  }
-};
-
+// The last hidden layer's gradient from the head's output gradient g (rows x W) and weight
+// w (hidden x W): x(r, j) = d loss / d h(r, j) = (g w^T)(r, j), whose W columns make a
+// product of their own wasteful.
 template <int W, class T>
 struct ThroughHead {
   Matrix<const T> g, w;
@@ -128,25 +120,15 @@ struct ThroughHead {
   }
 };
 
-// A hidden layer's gradient before its ReLU, y = x zeroed where h <= 0 (the ReLU's
-// derivative), in the compute type (y may be the matrix x reads).
-template <class Source, class T>
-void relu_mask(const ExecSpace& space, const Source& x, const StridedMatrix<const T>& h,
-               const Matrix<T>& y) {
-  for_each_cell(
-      "dqntrader::nn::relu_mask", space, y.extent(0), y.extent(1),
-      KOKKOS_LAMBDA(const std::size_t r, const std::size_t j) {
-        store(y(r, j), to_float(h(r, j)) > 0.0f ? stored_value<T>(x(r, j)) : 0.0f);
-      });
-}
-
-// The head's weight gradient, weight_grad[j * W + a] = sum over rows of h[r][j] g[r][a]
-// (h^T g, h the last hidden layer's activations, g the head's output gradient).
+// The head's backward in one pass over the last hidden layer's activations h: that layer's
+// gradient before its ReLU, y = x zeroed where h <= 0 (the ReLU's derivative), in the compute
+// type, and the head's weight gradient weight_grad[j * W + a] = sum over rows of h[r][j]
+// g[r][a] (h^T g).
 //
 // A team takes kColumns adjacent columns of one of kRowChunks chunks of rows. On CUDA
 // neighbouring threads take neighbouring columns (and addresses), and its kGroups thread
 // groups every kGroups-th row of the chunk, kBatch rows at a time (loaded before any is
-// used, so that the loads overlap); on the host the team's one thread walks the chunk's rows
+// stored, so that the loads overlap); on the host the team's one thread walks the chunk's rows
 // in order with the columns side by side. The team's sums go to partials(chunk, a * columns +
 // column); the last team of a column tile adds its kRowChunks chunks in order: the same order
 // on every run and at every thread count.
@@ -159,20 +141,21 @@ constexpr int kColumnTeam = 1;  // one thread a team on the host
 #endif
 
 template <int W, class T>
-void head_weight_gradient(const ExecSpace& space, const Matrix<const T>& g,
-                          const StridedMatrix<const T>& h, std::size_t rows, float* weight_grad,
-                          const Matrix<float>& partials,
-                          const Kokkos::View<int*, DeviceMemory>& arrivals) {
+void head_backward(const ExecSpace& space, const ThroughHead<W, T>& x,
+                   const StridedMatrix<const T>& h, const Matrix<T>& y, std::size_t rows,
+                   float* weight_grad, const Matrix<float>& partials,
+                   const Kokkos::View<int*, DeviceMemory>& arrivals) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Policy::member_type;
   using Scratch = TeamScratch<float>;
   const std::size_t cols = h.extent(1);
   const std::size_t tiles = (cols + kColumns - 1) / kColumns;
   const std::size_t chunk = (rows + kRowChunks - 1) / kRowChunks;
+  const Matrix<const T> g = x.g;
   Policy policy(space, static_cast<int>(tiles * kRowChunks), kColumnTeam);
   policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(W * kThreads)));
   Kokkos::parallel_for(
-      "dqntrader::nn::head_weight_gradient", policy, KOKKOS_LAMBDA(const Member& member) {
+      "dqntrader::nn::head_backward", policy, KOKKOS_LAMBDA(const Member& member) {
         const Scratch partial(member.team_scratch(0), W * kThreads);
         const std::size_t tile = static_cast<std::size_t>(member.league_rank()) / kRowChunks;
         const std::size_t part = static_cast<std::size_t>(member.league_rank()) % kRowChunks;
@@ -182,12 +165,17 @@ void head_weight_gradient(const ExecSpace& space, const Matrix<const T>& g,
           // One thread a team (the host): the chunk's rows in order, the tile's columns side
           // by side, their sums independent (so the compiler may vectorize across columns).
           const std::size_t width = first + kColumns < cols ? kColumns : cols - first;
-          float sum[W][kColumns] = {};
+          float sum[W][kColumns] = {}, held[kColumns];
           for (std::size_t r = begin; r < end; ++r) {
+            for (std::size_t c = 0; c < width; ++c) {
+              const std::size_t j = first + c;
+              held[c] = to_float(h(r, j));
+              store(y(r, j), held[c] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f);
+            }
             for (int a = 0; a < W; ++a) {
               const float ga = to_float(g(r, static_cast<std::size_t>(a)));
               for (std::size_t c = 0; c < width; ++c)
-                sum[a][c] += to_float(h(r, first + c)) * ga;
+                sum[a][c] += held[c] * ga;
             }
           }
           for (std::size_t c = 0; c < width; ++c) {
@@ -201,15 +189,17 @@ void head_weight_gradient(const ExecSpace& space, const Matrix<const T>& g,
             if (j < cols) {
               for (std::size_t r0 = begin + static_cast<std::size_t>(t / kColumns); r0 < end;
                    r0 += kGroups * kBatch) {
-                float held[kBatch];
+                float held[kBatch], value[kBatch];
                 for (int k = 0; k < kBatch; ++k) {
                   const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
                   held[k] = r < end ? to_float(h(r, j)) : 0.0f;
+                  value[k] = held[k] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f;
                 }
                 for (int k = 0; k < kBatch; ++k) {
                   const std::size_t r = r0 + static_cast<std::size_t>(k) * kGroups;
                   if (r >= end)
                     break;
+                  store(y(r, j), value[k]);
                   for (int a = 0; a < W; ++a)
                     sum[a] += held[k] * to_float(g(r, static_cast<std::size_t>(a)));
                 }
@@ -241,6 +231,18 @@ void head_weight_gradient(const ExecSpace& space, const Matrix<const T>& g,
             total += column[p * partials.extent(1)];
           weight_grad[j * W + a] = total;
         });
+      });
+}
+
+// y = y zeroed where h <= 0: a hidden layer's gradient before its ReLU, from the gradient
+// of its output, in place.
+template <class T>
+void relu_mask(const ExecSpace& space, const StridedMatrix<const T>& h, const Matrix<T>& y) {
+  for_each_cell(
+      "dqntrader::nn::relu_mask", space, y.extent(0), y.extent(1),
+      KOKKOS_LAMBDA(const std::size_t r, const std::size_t j) {
+        if (!(to_float(h(r, j)) > 0.0f))
+          store(y(r, j), 0.0f);
       });
 }
 
@@ -403,40 +405,36 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
         "(rows_with_ones)");
   }
   // The head, from the loss's output gradient g (the head's bias gradient is the loss's):
-  // its weight gradient H^T g on side, beside the last hidden layer's gradient before its
-  // ReLU, (g W^T) * relu'(H), on space.
+  // in one pass, dZ of the last hidden layer, (g W^T) * relu'(Z), and the head's weight
+  // gradient H^T g.
   const std::size_t head = spec.hidden.size();
   const Matrix<const T> g = first_rows(m_head_grad, rows);
-  const StridedMatrix<const T> last = hidden(head - 1, rows);
-  side.fork(space);
   with_head_width(m_head_width, [&](auto width) {
     constexpr int W = decltype(width)::value;
-    head_weight_gradient<W, T>(side.space(), g, last, rows,
-                               grads.data() + m_layout.weight(head).offset, m_column_partials,
-                               m_column_arrivals);
-    relu_mask(space, ThroughHead<W, T>{g, block(w.working, m_layout.weight(head))}, last,
-              Matrix<T>(first_rows(m_layer_grads[head - 1], rows)));
+    head_backward<W, T>(space, ThroughHead<W, T>{g, block(w.working, m_layout.weight(head))},
+                        hidden(head - 1, rows), first_rows(m_layer_grads[head - 1], rows), rows,
+                        grads.data() + m_layout.weight(head).offset, m_column_partials,
+                        m_column_arrivals);
   });
-  // Hidden layers, last to first: on the network's own side stream, [dW; db] = [H_in 1]^T dZ
-  // into the layer's weight and the bias that follows it; on space, dH_in = dZ W^T, then the
-  // layer below's dZ = dH_in * relu'(H_in), in place.
+  // Hidden layers, last to first: on the side, [dW; db] = [H_in 1]^T dZ into the layer's
+  // weight and the bias that follows it; on space, dH_in = dZ W^T, then the layer below's
+  // dZ = dH_in * relu'(Z_in), in place.
   for (std::size_t l = head; l-- > 0;) {
     const StridedMatrix<const T> input = l == 0 ? StridedMatrix<const T>(first_rows(m_states, rows))
                                                 : StridedMatrix<const T>(hidden(l - 1, rows));
     const Matrix<const T> dz = first_rows(Matrix<const T>(m_layer_grads[l]), rows);
     const Tensor& weight = m_layout.weight(l);
-    m_weight_side.fork(space);
-    product(m_weight_side.space(), Op::transpose, Op::none, with_ones(input), dz,
+    side.fork(space);
+    product(side.space(), Op::transpose, Op::none, with_ones(input), dz,
             StridedMatrix<float>(
                 Matrix<float>(grads.data() + weight.offset, weight.rows + 1, weight.cols)));
     if (l == 0)
       break;
     const Matrix<T> next = first_rows(m_layer_grads[l - 1], rows);
     product(space, Op::none, Op::transpose, dz, block(w.working, weight), StridedMatrix<T>(next));
-    relu_mask(space, Loaded<T>{next}, input, next);
+    relu_mask(space, input, next);
   }
   side.join(space);
-  m_weight_side.join(space);
 }
 
 template class Mlp<float>;

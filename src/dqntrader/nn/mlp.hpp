@@ -5,11 +5,10 @@
 // biases are read from the working copy, the head's bias from the float buffer. The hidden
 // layers are products (backends/gemm.hpp); the head, a few columns wide, runs in passes of
 // its own: its forward (with a dueling head's combination) in head_forward, or in the kernel
-// of a loss that evaluates it on the rows it reads (head_dot, head_q), and its backward in
-// two passes: the last hidden layer's gradient (g W^T through the ReLU) and, beside it, the
-// head's weight gradient. A hidden layer's bias follows its weight in the layout, so one
-// product gives both gradients, [dW; db] = [X 1]^T dZ, over the layer's input X followed by
-// a column of ones (rows_with_ones): no pass sums a hidden layer's gradients over rows.
+// of a loss that evaluates it on the rows it reads (head_dot, head_q), and its backward
+// inside the last hidden layer's gradient pass. A hidden layer's bias follows its weight in
+// the layout, so one product gives both gradients, [dW; db] = [X 1]^T dZ, over the layer's
+// input X followed by a column of ones (rows_with_ones): no pass sums gradients over rows.
 #pragma once
 
 #include <cstddef>
@@ -252,11 +251,10 @@ class Mlp {
 
   /// Completes grads: the gradient, with respect to every parameter, of sum over r < rows, a
   /// of dq[r][a] * Q(states[r])[a], for the states of the last forward() and the dq written
-  /// through output_gradient(rows, grads) before. Beside the chain of input gradients on
-  /// space: the head's weight gradient on side (after what the caller left there), and the
-  /// hidden layers' weight-gradient products on a stream of the network's own, each forked
-  /// as its layer's gradient is ready; both are joined back into space at the end. The states must
-  /// have come from rows_with_ones (InputError when their rows have no column after them).
+  /// through output_gradient(rows, grads) before. The weight gradients' products run on side,
+  /// forked from space as each layer's gradient is ready, beside the chain of input gradients
+  /// on space; side is joined back into space at the end. The states must have come from
+  /// rows_with_ones (InputError when their rows have no column after them).
   void backward(const ExecSpace& space, const exec::SideStream& side, const Weights<T>& w,
                 std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads);
 
@@ -291,7 +289,6 @@ class Mlp {
   // d loss / d Z per hidden layer (before its ReLU), each kept until the side's
   // weight-gradient product has read it.
   std::vector<Matrix<T>> m_layer_grads;
-  exec::SideStream m_weight_side;   // the hidden layers' weight-gradient products
   Matrix<float> m_column_partials;  // the head's weight-gradient sums per chunk of rows
   Kokkos::View<int*, DeviceMemory> m_column_arrivals;  // chunks summed, per column tile
 };

@@ -465,10 +465,9 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   // One step. Work on the side stream (m_side) runs beside the main stream's: the
-  // environments' step and then the head's weight gradient beside the backward pass
-  // (Mlp::backward, whose hidden layers' weight-gradient products run on a stream of the
-  // network's own), and the next learning step's state assembly beside this one's Adam, guard
-  // and probe. The side is joined back before anything on the
+  // environments' step beside the backward pass, the weight gradients' products beside
+  // the chain of input gradients (Mlp::backward), and the next learning step's state assembly
+  // beside this one's Adam, guard and probe. The side is joined back before anything on the
   // main stream reads what it wrote, and by the end of every step.
   void step() {
     const TrainConfig& c = config;
