@@ -1,5 +1,6 @@
 // OpenMP backend: KokkosBlas::gemm, which routes float LayoutRight host views to the BLAS
-// library (OpenBLAS) through Kokkos Kernels' TPL layer, then the epilogue as one pass.
+// library (OpenBLAS) through Kokkos Kernels' TPL layer, then the epilogue as one pass (or,
+// for a result computed in scratch, on its way back).
 // There are no TF32 or bf16 units on the host: tf32 computes in fp32, and bf16 operands
 // are widened (exactly) to float scratch matrices first; so are matrices whose rows have a
 // gap after them (a row stride longer than a row), which LayoutRight views cannot express.
@@ -103,13 +104,23 @@ void batched(const ExecSpace& space, Op op_a, Op op_b, float alpha, const Stride
     }
     compat::blas_gemm(space, trans(op_a), trans(op_b), alpha, ai, bi, beta,
                       Contiguous(wide.data(), shape.m, shape.n));
+    // Back into C with the epilogue on the way (one pass, one rounding).
+    const TC* bias =
+        epilogue.bias.extent(0) > 0 ? epilogue.bias.data() + i * epilogue.bias_stride : nullptr;
+    const bool relu = epilogue.relu;
     for_each_cell(
         "dqntrader::gemm::openmp::unpack_c", space, shape.m, shape.n,
         KOKKOS_LAMBDA(const std::size_t r, const std::size_t col) {
-          store(ci[r * ld + col], wide(r, col));
+          float v = wide(r, col);
+          if (bias != nullptr)
+            v += to_float(bias[col]);
+          if (relu && !(v > 0.0f))
+            v = 0.0f;
+          store(ci[r * ld + col], v);
         });
   }
-  detail::apply_epilogue(space, c, epilogue);
+  if (c_wide.extent(0) == 0)
+    detail::apply_epilogue(space, c, epilogue);
 }
 
 }  // namespace
