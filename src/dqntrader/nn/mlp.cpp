@@ -106,24 +106,11 @@ template void head_forward(const ExecSpace&, const HeadInputs<bf16>&, std::size_
 
 namespace {
 
-// The last hidden layer's gradient from the head's output gradient g (rows x W) and weight
-// w (hidden x W): x(r, j) = d loss / d h(r, j) = (g w^T)(r, j), whose W columns make a
-// product of their own wasteful.
-template <int W, class T>
-struct ThroughHead {
-  Matrix<const T> g, w;
-  KOKKOS_INLINE_FUNCTION float operator()(std::size_t r, std::size_t j) const {
-    float sum = 0.0f;
-    for (int a = 0; a < W; ++a)
-      sum += to_float(g(r, a)) * to_float(w(j, a));
-    return sum;
-  }
-};
-
-// The head's backward in one pass over the last hidden layer's activations h: that layer's
-// gradient before its ReLU, y = x zeroed where h <= 0 (the ReLU's derivative), in the compute
-// type, and the head's weight gradient weight_grad[j * W + a] = sum over rows of h[r][j]
-// g[r][a] (h^T g).
+// The head's backward in one pass over the last hidden layer's activations h, from the
+// head's output gradient g (rows x W) and weight w (hidden x W): that layer's gradient before
+// its ReLU, y = g w^T zeroed where h <= 0 (the ReLU's derivative), in the compute type (g w^T
+// has W columns: a product of its own would be wasteful), and the head's weight gradient
+// weight_grad[j * W + a] = sum over rows of h[r][j] g[r][a] (h^T g).
 //
 // A team takes kColumns adjacent columns of one of kRowChunks chunks of rows. On CUDA
 // neighbouring threads take neighbouring columns (and addresses), and its kGroups thread
@@ -141,7 +128,7 @@ constexpr int kColumnTeam = 1;  // one thread a team on the host
 #endif
 
 template <int W, class T>
-void head_backward(const ExecSpace& space, const ThroughHead<W, T>& x,
+void head_backward(const ExecSpace& space, const Matrix<const T>& g, const Matrix<const T>& w,
                    const StridedMatrix<const T>& h, const Matrix<T>& y, std::size_t rows,
                    float* weight_grad, const Matrix<float>& partials,
                    const Kokkos::View<int*, DeviceMemory>& arrivals) {
@@ -151,7 +138,13 @@ void head_backward(const ExecSpace& space, const ThroughHead<W, T>& x,
   const std::size_t cols = h.extent(1);
   const std::size_t tiles = (cols + kColumns - 1) / kColumns;
   const std::size_t chunk = (rows + kRowChunks - 1) / kRowChunks;
-  const Matrix<const T> g = x.g;
+  // x(r, j) = d loss / d h(r, j) = (g w^T)(r, j).
+  auto x = KOKKOS_LAMBDA(const std::size_t r, const std::size_t j) {
+    float sum = 0.0f;
+    for (int a = 0; a < W; ++a)
+      sum += to_float(g(r, a)) * to_float(w(j, a));
+    return sum;
+  };
   Policy policy(space, static_cast<int>(tiles * kRowChunks), kColumnTeam);
   policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(W * kThreads)));
   Kokkos::parallel_for(
@@ -411,8 +404,8 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
   const Matrix<const T> g = first_rows(m_head_grad, rows);
   with_head_width(m_head_width, [&](auto width) {
     constexpr int W = decltype(width)::value;
-    head_backward<W, T>(space, ThroughHead<W, T>{g, block(w.working, m_layout.weight(head))},
-                        hidden(head - 1, rows), first_rows(m_layer_grads[head - 1], rows), rows,
+    head_backward<W, T>(space, g, block(w.working, m_layout.weight(head)), hidden(head - 1, rows),
+                        first_rows(m_layer_grads[head - 1], rows), rows,
                         grads.data() + m_layout.weight(head).offset, m_column_partials,
                         m_column_arrivals);
   });

@@ -259,6 +259,8 @@ class Mlp {
                 std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads);
 
   const ParameterLayout& layout() const { return m_layout; }
+  /// The head's outputs: the actions, plus one with a dueling head.
+  std::size_t head_width() const { return m_head_width; }
 
  private:
   template <class TC>

@@ -207,7 +207,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_batch = replay::Batch(space, b);
     m_states = nn::rows_with_ones<T>(space, "dqntrader::train::states", 2 * b + e, s);
     m_q_online = Matrix<float>(alloc("dqntrader::train::q"), online_rows, a);
-    m_td = std::make_unique<TdLoss>(space, b, e, c.dueling ? a + 1 : a);
+    m_td = std::make_unique<TdLoss>(space, b, e, m_net->head_width());
     m_loss = Kokkos::View<LossSums, DeviceMemory>(alloc("dqntrader::train::loss"));
     m_sums = Kokkos::View<LossTotals, DeviceMemory>(alloc("dqntrader::train::epoch_sums"));
     m_probe_sums = Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::probe_sums"),
