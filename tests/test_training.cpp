@@ -953,6 +953,30 @@ TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
   EXPECT_EQ(counters().restores, 3);
   EXPECT_EQ(counters().consecutive, 3);  // three violations in a row
   EXPECT_EQ(download(state.target), std::vector<float>(n, 2.0f));
+  // A Q-value beyond the limit, then NaN in one, are violations.
+  auto host_q = Kokkos::create_mirror_view(q);
+  host_q(1, 2) = -3e6f;
+  Kokkos::deep_copy(q, host_q);
+  Kokkos::deep_copy(state.online, 4.0f);
+  guard.check(space, state, q, loss);
+  host_q(1, 2) = std::numeric_limits<float>::quiet_NaN();
+  Kokkos::deep_copy(q, host_q);
+  guard.check(space, state, q, loss);
+  Kokkos::deep_copy(counters, guard.counters());
+  EXPECT_EQ(counters().restores, 5);
+  EXPECT_EQ(download(state.online), std::vector<float>(n, 1.5f));
+  // Nothing of a violation is left for the next check: a good state passes and becomes the
+  // snapshot.
+  Kokkos::deep_copy(q, 0.0f);
+  Kokkos::deep_copy(state.online, 3.0f);
+  guard.check(space, state, q, loss);
+  Kokkos::deep_copy(state.online, std::numeric_limits<float>::infinity());
+  guard.check(space, state, q, loss);
+  Kokkos::deep_copy(counters, guard.counters());
+  EXPECT_EQ(counters().checks, 8);
+  EXPECT_EQ(counters().restores, 6);
+  EXPECT_EQ(counters().consecutive, 1);
+  EXPECT_EQ(download(state.online), std::vector<float>(n, 3.0f));
 }
 
 // --- learning, for real ------------------------------------------------------------------------

@@ -57,4 +57,21 @@ void for_each_cell(const char* label, const ExecSpace& space, std::size_t rows, 
 #endif
 }
 
+/// Calls f(i) for every i < n, on space; does not wait: for_each_cell over tiles of
+/// kFlatTile indices (on CUDA a team of 256 threads per tile, each taking every 256th index
+/// of it; on the host a thread per tile). A pass that only reads (a check) takes far fewer,
+/// fuller blocks this way than with a thread per index, and its loads overlap; a pass that
+/// stores what it loads does not gain (its stores keep each thread's loads in order).
+constexpr std::size_t kFlatTile = 2048;
+template <class F>
+void for_each_index(const char* label, const ExecSpace& space, std::size_t n, const F& f) {
+  for_each_cell(
+      label, space, (n + kFlatTile - 1) / kFlatTile, kFlatTile,
+      KOKKOS_LAMBDA(const std::size_t tile, const std::size_t k) {
+        const std::size_t i = tile * kFlatTile + k;
+        if (i < n)
+          f(i);
+      });
+}
+
 }  // namespace dqntrader

@@ -28,8 +28,10 @@ using Member = Policy::member_type;
 using Scratch = TeamScratch<double>;
 
 // Blocks of the gradient whose squared sums the norm adds: a fixed count, so that the sum
-// is taken in the same order at every thread count.
-constexpr int kNormBlocks = 512;
+// is taken in the same order at every thread count; about one a multiprocessor, so that few
+// teams meet at the counter and the last one adds few sums. A thread loads kNormAhead values
+// of its block before it adds any, so that their loads overlap.
+constexpr int kNormBlocks = 128, kNormAhead = 8;
 
 // The update's teams: kUpdateThreads threads each (one on the host), each thread taking
 // kAhead parameters at a time, kTileRounds times.
@@ -81,10 +83,18 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
         const Scratch partial(member.team_scratch(0), size);
         const std::size_t first = static_cast<std::size_t>(member.league_rank()) * block;
         const std::size_t last = first + block < n ? first + block : n;
+        const std::size_t stride = static_cast<std::size_t>(size);
         double sum = 0.0;
-        for (std::size_t i = first + static_cast<std::size_t>(rank); i < last;
-             i += static_cast<std::size_t>(size))
-          sum += static_cast<double>(grads(i)) * grads(i);
+        for (std::size_t i0 = first + static_cast<std::size_t>(rank); i0 < last;
+             i0 += stride * kNormAhead) {
+          float g[kNormAhead];
+          for (int k = 0; k < kNormAhead; ++k) {
+            const std::size_t i = i0 + static_cast<std::size_t>(k) * stride;
+            g[k] = i < last ? grads(i) : 0.0f;
+          }
+          for (int k = 0; k < kNormAhead; ++k)
+            sum += static_cast<double>(g[k]) * g[k];
+        }
         partial(rank) = sum;
         team_tree_sum(member, partial, 1);
         if (rank == 0)

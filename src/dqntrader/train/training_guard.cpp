@@ -3,6 +3,7 @@
 #include <string>
 
 #include "dqntrader/core/bf16.hpp"
+#include "dqntrader/core/for_each_cell.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/io/view_sections.hpp"
 
@@ -26,19 +27,19 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
   const std::size_t n = state.online.extent(0), q_rows = q.extent(0), q_cols = q.extent(1);
   const double limit = m_limit;
   const auto online = state.online, target = state.target;
-  Kokkos::parallel_reduce(
-      "dqntrader::train::guard_check",
-      Kokkos::RangePolicy<ExecSpace>(space, 0, 2 * n + q_rows * q_cols),
-      KOKKOS_LAMBDA(const std::size_t i, int& bad) {
+  // The violation flag is 0 here (the count below puts it back): a thread that finds a
+  // value out of bounds sets it to 1, the only value any thread writes, so the result does
+  // not depend on the order (no reduction, no sums across teams: one short pass).
+  const auto violation = m_violation;
+  for_each_index(
+      "dqntrader::train::guard_check", space, 2 * n + q_rows * q_cols,
+      KOKKOS_LAMBDA(const std::size_t i) {
         const double x =
             i < n ? online(i)
                   : (i < 2 * n ? target(i - n) : q((i - 2 * n) / q_cols, (i - 2 * n) % q_cols));
-        const int v = compat::kmath::fabs(x) <= limit ? 0 : 1;  // NaN fails the comparison
-        if (v > bad)
-          bad = v;
-      },
-      Kokkos::Max<int, DeviceMemory>(m_violation));
-  const auto violation = m_violation;
+        if (!(compat::kmath::fabs(x) <= limit))  // NaN fails the comparison
+          Kokkos::atomic_fetch_max(&violation(), 1);
+      });
   const auto snap_online = m_online, snap_target = m_target, snap_first = m_first,
              snap_second = m_second;
   const LearnerState<T> s = state;
@@ -76,6 +77,7 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
         } else {
           c.consecutive = 0;
         }
+        violation() = 0;  // for the next check
       });
 }
 
