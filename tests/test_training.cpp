@@ -454,7 +454,7 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
   Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
   const train::TdLoss td(space, 2, 1, 3);
-  td.compute(space, head.inputs, 5, q, batch, 1.0, gradient, sums, totals);
+  td.add(space, td.compute(space, head.inputs, 5, q, batch, 1.0, gradient), gradient, sums, totals);
   // Every row's online Q-values, as the head gives them.
   auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
   for (std::size_t r = 0; r < 5; ++r) {
@@ -485,15 +485,19 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   EXPECT_EQ(t().loss, s().loss);
   EXPECT_EQ(t().q, s().q);
   EXPECT_EQ(t().batches, 1.0);
-  td.compute(space, head.inputs, 5, q, batch, 1.0, gradient, sums, totals);
+  td.add(space, td.compute(space, head.inputs, 5, q, batch, 1.0, gradient), gradient, sums, totals);
   Kokkos::deep_copy(t, totals);
   EXPECT_EQ(t().loss, 2 * s().loss);
   EXPECT_EQ(t().batches, 2.0);
   // A non-finite return makes the batch non-finite.
   set(batch.return_n, {std::numeric_limits<double>::quiet_NaN(), -1.0});
-  td.compute(space, head.inputs, 5, q, batch, 1.0, gradient, sums, totals);
+  td.add(space, td.compute(space, head.inputs, 5, q, batch, 1.0, gradient), gradient, sums, totals);
   Kokkos::deep_copy(s, sums);
   EXPECT_EQ(s().finite, 0.0);
+  // Sums of a head of another width do not fit this gradient.
+  train::TdLoss::Partials other = td.compute(space, head.inputs, 5, q, batch, 1.0, gradient);
+  other.width = 4;
+  EXPECT_THROW(td.add(space, other, gradient, sums, totals), InputError);
 }
 
 // Many teams' sums, a dueling head, the head's bias and further rows: against the same
@@ -544,8 +548,8 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
   Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
   const train::TdLoss td(space, b, further, width);
-  td.compute(space, head, rows, q, batch, delta,
-             nn::OutputGradient<float>{g, head_bias.data(), dueling}, sums, totals);
+  const nn::OutputGradient<float> gradient{g, head_bias.data(), dueling};
+  td.add(space, td.compute(space, head, rows, q, batch, delta, gradient), gradient, sums, totals);
 
   // Q of copy c on row r, in double.
   auto reference = [&](std::size_t c, std::size_t r) {

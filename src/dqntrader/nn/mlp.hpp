@@ -35,7 +35,7 @@ struct Weights {
 /// Where a loss writes d loss / d Q for backward(): row by row through write_row, which maps
 /// it through a dueling head's combination and stores the head's output gradient in the
 /// compute type, and once through write_bias with the column sums of d loss / d Q (over the
-/// rows written), which gives the head's bias gradient. The loss's kernel calls both, so
+/// rows written), which gives the head's bias gradient. The loss's kernels call them, so
 /// that no pass of its own converts or sums the gradient.
 template <class T>
 struct OutputGradient {

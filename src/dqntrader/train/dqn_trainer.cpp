@@ -488,12 +488,14 @@ class EngineImpl final : public DqnTrainer::Engine {
                        m_replay->end_sampleable(total) > m_replay->first_sampleable(total);
     const env::StateSource environments{m_env->bars(), m_env->positions()};
     Matrix<const float> env_q;
+    TdLoss::Partials loss_partials;
     if (ready) {
       // On the side, after the environments' last step and the last backward's reads of the
       // states, which went there too.
       assemble_learning_states(environments);
       m_side.join(m_space);
-      loss(b, m_net->forward_pair(m_space, pair_weights(), m_target_offset, m_states, 2 * b + e));
+      loss_partials = loss(
+          b, m_net->forward_pair(m_space, pair_weights(), m_target_offset, m_states, 2 * b + e));
       env_q = rows_of(Matrix<const float>(m_q_online), 2 * b, e);
     } else {
       env::assemble_states(m_space, Matrix<const T>(m_features), environments,
@@ -509,20 +511,23 @@ class EngineImpl final : public DqnTrainer::Engine {
       m_side.join(m_space);
       return;
     }
+    // The loss's sums across teams and the head's bias gradient, beside the head's backward
+    // pass: Adam, after the side is joined, reads the gradient; the guard reads the sums.
+    m_td->add(m_side.space(), loss_partials, m_net->output_gradient(b, m_grads), m_loss, m_sums);
     learn(b);  // its backward joins the side: the environments' Q-values are free after it
     monitor(b);
   }
 
   // The TD loss of this learning step's batch, through the head of both networks on the
   // hidden layers evaluated in step(); it also writes the online Q-values of every row, the
-  // environments' included.
-  void loss(std::size_t b, const nn::HeadInputs<T>& head) {
+  // environments' included. Returns its sums across teams, which step() adds on the side.
+  TdLoss::Partials loss(std::size_t b, const nn::HeadInputs<T>& head) {
     const TrainConfig& c = config;
     ++m_learning_steps;
     if (m_fault == "batch")
       write_nan(m_space, m_batch.return_n, 1);
-    m_td->compute(m_space, head, 2 * b + c.environments, m_q_online, m_batch, c.huber_delta,
-                  m_net->output_gradient(b, m_grads), m_loss, m_sums);
+    return m_td->compute(m_space, head, 2 * b + c.environments, m_q_online, m_batch, c.huber_delta,
+                         m_net->output_gradient(b, m_grads));
   }
 
   // Draws the batch of this learning step, from the vaccine set every vaccine_interval-th

@@ -15,9 +15,9 @@ namespace {
 // further row), kHeadLanes threads each (a warp on CUDA, so that no warp carries a long chain
 // of loads; on the host the team's one thread takes every unit in turn). The lanes' shares
 // are added in a tree; the team's Q-values meet in scratch memory, where a thread per sample
-// works out its loss and gradient; the team's sums are written apart, and the team that
-// arrives last adds every team's sums (its first kSumThreads threads in a fixed pattern, then
-// the tree).
+// works out its loss and gradient; the team's sums are written apart. A second kernel of one
+// team adds every team's sums (its kSumThreads threads in a fixed pattern, then the tree), so
+// that no team of the first waits for the others.
 #if defined(DQNTRADER_BACKEND_CUDA)
 constexpr int kSamples = 8, kSumThreads = 128;
 #else
@@ -32,6 +32,7 @@ constexpr int kTotals = 3;  // loss, Q, non-finite; then one sum per head output
 // A team of kTeam threads per block (the registers each thread may take follow from it).
 using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kTeam, 1>>;
 using Member = Policy::member_type;
+using SumPolicy = Kokkos::TeamPolicy<ExecSpace>;
 
 // d loss / d Q of one sample: `value` at the action taken, zero elsewhere.
 struct OneHot {
@@ -70,10 +71,7 @@ struct TdLossKernel {
   replay::Batch batch;
   double delta;
   nn::OutputGradient<T> gradient;
-  Kokkos::View<LossSums, DeviceMemory> sums;
-  Kokkos::View<LossTotals, DeviceMemory> totals;
   Kokkos::View<double*, DeviceMemory> partials;  // [sum][team]
-  Kokkos::View<int, DeviceMemory> arrivals;
   int teams;
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
@@ -157,16 +155,27 @@ struct TdLossKernel {
         total += values(k * kSamples + s);
       partials(static_cast<std::size_t>(k) * teams + team) = total;
     }
-    if (!last_to_arrive(member, &arrivals(), teams))
-      return;
-    const volatile double* const all = partials.data();
-    if (rank < kSumThreads) {
-      for (int k = 0; k < kTotals + W; ++k) {
-        double mine = 0.0;
-        for (int t = rank; t < teams; t += kSumThreads)
-          mine += all[static_cast<std::size_t>(k) * teams + t];
-        values(k * kSumThreads + rank) = mine;
-      }
+  }
+};
+
+// The sums of every team of TdLossKernel, added by one team of kSumThreads threads.
+template <int W, class T>
+struct TdSumKernel {
+  nn::OutputGradient<T> gradient;
+  Kokkos::View<LossSums, DeviceMemory> sums;
+  Kokkos::View<LossTotals, DeviceMemory> totals;
+  Kokkos::View<const double*, DeviceMemory> partials;  // [sum][team]
+  int teams;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const SumPolicy::member_type& member) const {
+    using Doubles = TeamScratch<double>;
+    const Doubles values(member.team_scratch(0), sum_doubles(W));
+    const int rank = member.team_rank();
+    for (int k = 0; k < kTotals + W; ++k) {
+      double mine = 0.0;
+      for (int t = rank; t < teams; t += kSumThreads)
+        mine += partials(static_cast<std::size_t>(k) * teams + t);
+      values(k * kSumThreads + rank) = mine;
     }
     team_tree_sum(member, values, kTotals + W, kSumThreads);
     if (rank != 0)
@@ -195,15 +204,13 @@ TdLoss::TdLoss(const ExecSpace& space, std::size_t batch_size, std::size_t furth
       m_further(further),
       m_width(width),
       m_partials(Kokkos::view_alloc(space, std::string("dqntrader::train::td_partials")),
-                 (kTotals + width) * static_cast<std::size_t>(team_count(batch_size, further))),
-      m_arrivals(Kokkos::view_alloc(space, std::string("dqntrader::train::td_arrivals"))) {}
+                 (kTotals + width) * static_cast<std::size_t>(team_count(batch_size, further))) {}
 
 template <class T>
-void TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>& head, std::size_t rows,
-                     const Matrix<float>& q, const replay::Batch& batch, double huber_delta,
-                     const nn::OutputGradient<T>& gradient,
-                     const Kokkos::View<LossSums, DeviceMemory>& sums,
-                     const Kokkos::View<LossTotals, DeviceMemory>& totals) const {
+TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>& head,
+                                 std::size_t rows, const Matrix<float>& q,
+                                 const replay::Batch& batch, double huber_delta,
+                                 const nn::OutputGradient<T>& gradient) const {
   const std::size_t b = batch.size();
   if (b == 0 || b > m_batch_size || rows < 2 * b || rows - 2 * b > m_further ||
       head.width > m_width || head.hidden.extent(0) < 2 || head.hidden.extent(1) < rows ||
@@ -219,21 +226,41 @@ void TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>& head, std:
     policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(share_floats(W)) +
                                                TeamScratch<float>::shmem_size(q_floats(W)) +
                                                TeamScratch<double>::shmem_size(sum_doubles(W))));
-    Kokkos::parallel_for("dqntrader::train::td_loss", recordable(policy),
-                         TdLossKernel<W, T>{head, b, rows, q, batch, huber_delta, gradient, sums,
-                                            totals, m_partials, m_arrivals, teams});
+    Kokkos::parallel_for(
+        "dqntrader::train::td_loss", recordable(policy),
+        TdLossKernel<W, T>{head, b, rows, q, batch, huber_delta, gradient, m_partials, teams});
+  });
+  return Partials{m_partials, teams, head.width};
+}
+
+template <class T>
+void TdLoss::add(const ExecSpace& space, const Partials& partials,
+                 const nn::OutputGradient<T>& gradient,
+                 const Kokkos::View<LossSums, DeviceMemory>& sums,
+                 const Kokkos::View<LossTotals, DeviceMemory>& totals) const {
+  if (partials.width != gradient.head.extent(1))
+    throw InputError("td_loss: the sums are of another head's width");
+  nn::with_head_width(partials.width, [&](auto width) {
+    constexpr int W = decltype(width)::value;
+    SumPolicy policy(space, 1, kSumThreads);
+    policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<double>::shmem_size(sum_doubles(W))));
+    Kokkos::parallel_for(
+        "dqntrader::train::td_sums", policy,
+        TdSumKernel<W, T>{gradient, sums, totals, partials.values, partials.teams});
   });
 }
 
-template void TdLoss::compute(const ExecSpace&, const nn::HeadInputs<float>&, std::size_t,
-                              const Matrix<float>&, const replay::Batch&, double,
-                              const nn::OutputGradient<float>&,
-                              const Kokkos::View<LossSums, DeviceMemory>&,
-                              const Kokkos::View<LossTotals, DeviceMemory>&) const;
-template void TdLoss::compute(const ExecSpace&, const nn::HeadInputs<bf16>&, std::size_t,
-                              const Matrix<float>&, const replay::Batch&, double,
-                              const nn::OutputGradient<bf16>&,
-                              const Kokkos::View<LossSums, DeviceMemory>&,
-                              const Kokkos::View<LossTotals, DeviceMemory>&) const;
+template TdLoss::Partials TdLoss::compute(const ExecSpace&, const nn::HeadInputs<float>&,
+                                          std::size_t, const Matrix<float>&, const replay::Batch&,
+                                          double, const nn::OutputGradient<float>&) const;
+template TdLoss::Partials TdLoss::compute(const ExecSpace&, const nn::HeadInputs<bf16>&,
+                                          std::size_t, const Matrix<float>&, const replay::Batch&,
+                                          double, const nn::OutputGradient<bf16>&) const;
+template void TdLoss::add(const ExecSpace&, const Partials&, const nn::OutputGradient<float>&,
+                          const Kokkos::View<LossSums, DeviceMemory>&,
+                          const Kokkos::View<LossTotals, DeviceMemory>&) const;
+template void TdLoss::add(const ExecSpace&, const Partials&, const nn::OutputGradient<bf16>&,
+                          const Kokkos::View<LossSums, DeviceMemory>&,
+                          const Kokkos::View<LossTotals, DeviceMemory>&) const;
 
 }  // namespace dqntrader::train

@@ -8,8 +8,10 @@
 //   dL/dQ_online(s, a) = clamp(d, -delta, delta) / B, zero for the other actions.
 // The kernel evaluates the head itself, from the last hidden layer of both networks, on the
 // rows the loss reads (the target's Q on s is never computed), so that no pass of its own
-// computes Q first. The gradient goes straight to where the network's backward pass reads it
-// (with the head's bias gradient, the gradient's column sums), so no other kernel touches it.
+// computes Q first. The gradient goes straight to where the network's backward pass reads it,
+// so no other kernel converts it; the batch's sums and the head's bias gradient (the
+// gradient's column sums) are added across teams by a second kernel, which may run on another
+// stream.
 #pragma once
 
 #include "dqntrader/core/types.hpp"
@@ -31,30 +33,43 @@ struct LossTotals {
   double batches;  // batches added
 };
 
-/// The fused kernel and the device buffers its sums across teams use.
+/// The fused kernel, the kernel that adds its teams' sums, and the device buffer between them.
 class TdLoss {
  public:
   /// For batches of up to batch_size samples, up to `further` further rows and a head of up
   /// to width outputs.
   TdLoss(const ExecSpace& space, std::size_t batch_size, std::size_t further, std::size_t width);
 
+  /// A batch's sums, one set per team of compute(), for add().
+  struct Partials {
+    Kokkos::View<const double*, DeviceMemory> values;  // [sum][team]
+    int teams = 0;
+    std::size_t width = 0;  // the head's
+  };
+
   /// head: the last hidden layer of the online (copy 0) and target (copy 1) networks on rows
   /// [0, B) the states s, [B, 2B) the next states s' and [2B, rows) further states (the
   /// environments'), B = batch.size(). Writes Q_online of every one of the rows into q (rows x
   /// actions; the guard and the environments read it), dL/dQ_online(s) (B rows) through
-  /// gradient, the batch's sums into sums, and adds them to totals (all on the device). One
-  /// kernel; the sums are taken in a fixed order.
+  /// gradient.write_row, and the batch's sums team by team, which it returns for add(). One
+  /// kernel, whose teams never wait for each other.
   template <class T>
-  void compute(const ExecSpace& space, const nn::HeadInputs<T>& head, std::size_t rows,
-               const Matrix<float>& q, const replay::Batch& batch, double huber_delta,
-               const nn::OutputGradient<T>& gradient,
-               const Kokkos::View<LossSums, DeviceMemory>& sums,
-               const Kokkos::View<LossTotals, DeviceMemory>& totals) const;
+  Partials compute(const ExecSpace& space, const nn::HeadInputs<T>& head, std::size_t rows,
+                   const Matrix<float>& q, const replay::Batch& batch, double huber_delta,
+                   const nn::OutputGradient<T>& gradient) const;
+
+  /// Adds the sums of compute() (on space, ordered after it; before the next compute()): the
+  /// batch's sums into sums, added to totals, and the gradient's column sums, the head's bias
+  /// gradient, through gradient.write_bias. One kernel of one team; the sums are taken in a
+  /// fixed order.
+  template <class T>
+  void add(const ExecSpace& space, const Partials& partials, const nn::OutputGradient<T>& gradient,
+           const Kokkos::View<LossSums, DeviceMemory>& sums,
+           const Kokkos::View<LossTotals, DeviceMemory>& totals) const;
 
  private:
   std::size_t m_batch_size, m_further, m_width;
   Kokkos::View<double*, DeviceMemory> m_partials;  // per team: its sums
-  Kokkos::View<int, DeviceMemory> m_arrivals;      // teams summed
 };
 
 /// huber(d) of one sample, in plain arithmetic: the kernel's definition, for reuse.
