@@ -465,10 +465,11 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   // One step. Work on the side stream (m_side) runs beside the main stream's: the
-  // environments' step beside the backward pass, the weight gradients' products beside
-  // the chain of input gradients (Mlp::backward), and the next learning step's state assembly
-  // beside this one's Adam, guard and probe. The side is joined back before anything on the
-  // main stream reads what it wrote, and by the end of every step.
+  // environments' step and the TD loss's sums across teams beside the backward pass, the
+  // weight gradients' products beside the chain of input gradients (Mlp::backward), and the
+  // next learning step's state assembly beside this one's Adam, guard and probe. The side is
+  // joined back before anything on the main stream reads what it wrote, and by the end of
+  // every step.
   void step() {
     const TrainConfig& c = config;
     const std::size_t b = c.batch_size, e = c.environments;
