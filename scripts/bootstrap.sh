@@ -2,10 +2,11 @@
 # Sets up everything dqntrader needs on a Debian 12 machine, from nothing:
 #   1. the Debian packages the build and the tests use, with --browser Chromium for the
 #      report test, with --bench the benchmark peers;
-#   2. Kokkos 3.4.01 (and, for the OpenMP build, Kokkos Kernels 3.4.01) from Debian's
-#      trilinos 13.2.0 source package, patched (scripts/patches/) and installed into a
-#      cache prefix keyed by version, options and patch contents. A prefix that exists is
-#      reused, so a second run costs seconds.
+#   2. Kokkos (and, for the OpenMP build, Kokkos Kernels): 3.4.01 from Debian's trilinos
+#      13.2.0 source package by default, or 4.6.01 from the upstream release tarballs in a
+#      local folder (--kokkos 4.6.01), patched (scripts/patches/kokkos-<version>-*.patch) and
+#      installed into a cache prefix keyed by version, options and patch contents. A prefix
+#      that exists is reused, so a second run costs seconds.
 # Prints nothing on stdout but, with --print-prefix, the Kokkos prefix to configure with.
 set -euo pipefail
 
@@ -16,6 +17,10 @@ Usage: scripts/bootstrap.sh [options]
   --cuda             build Kokkos with the CUDA backend (plus OpenMP and Serial on the host)
                      instead of the host-only OpenMP build; Kokkos Kernels is not needed there
   --arch ARCH        CUDA architecture for --cuda (Kokkos name, default HOPPER90 = sm_90)
+  --kokkos VERSION   3.4.01 (default: Debian's trilinos source package) or 4.6.01 (the
+                     upstream release tarballs in --tarballs, checked against their SHA256)
+  --tarballs DIR     where kokkos-4.6.01.tar.gz and kokkos-kernels-4.6.01.tar.gz are
+                     (default: the shared/deps folder beside the checkout)
   --deps-dir DIR     cache root (default $DQNTRADER_DEPS_DIR, else ~/.cache/dqntrader)
   --no-apt           do not install Debian packages (check only that the tools exist)
   --bench            also install the benchmark peers (python3-torch, python3-numpy)
@@ -25,13 +30,15 @@ Usage: scripts/bootstrap.sh [options]
   -h, --help         this text
 
 The cache holds:
-  DIR/src/         the unpacked, unpatched kokkos and kokkos-kernels 3.4.01 sources
+  DIR/src/         the unpacked, unpatched kokkos and kokkos-kernels sources of each version
   DIR/install/KEY  one installed prefix per configuration (Kokkos and Kokkos Kernels)
 EOF
 }
 
 backend=openmp
 arch=HOPPER90
+kokkos_version=3.4.01
+tarballs=
 deps_dir=${DQNTRADER_DEPS_DIR:-${HOME}/.cache/dqntrader}
 use_apt=1
 bench=0
@@ -42,6 +49,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --cuda) backend=cuda ;;
     --arch) arch=$2; shift ;;
+    --kokkos) kokkos_version=$2; shift ;;
+    --tarballs) tarballs=$2; shift ;;
     --deps-dir) deps_dir=$2; shift ;;
     --no-apt) use_apt=0 ;;
     --bench) bench=1 ;;
@@ -60,7 +69,14 @@ die() { echo "bootstrap: error: $*" >&2; exit 1; }
 
 trilinos_version=13.2.0
 trilinos_sha256=0ddb47784ba7b8a6b9a07a4822b33be508feb4ccd54301b2a5d10c9e54524b90
-kokkos_version=3.4.01
+# The upstream 4.6.01 release tarballs (shared/deps/SHA256SUMS lists the same sums).
+kokkos_460_sha256=b9d70e4653b87a06dbb48d63291bf248058c7c7db4bd91979676ad5609bb1a3a
+kernels_460_sha256=95b9357f37ab3b9c3913c00741acb2501831c28ea8664de67818ae79c69c5908
+case "$kokkos_version" in
+  3.4.01 | 4.6.01) ;;
+  *) die "--kokkos takes 3.4.01 or 4.6.01, not '$kokkos_version'" ;;
+esac
+[ -n "$tarballs" ] || tarballs=$(cd "$here/../.." && pwd)/shared/deps
 
 # ---------------------------------------------------------------------------------------
 # 1. Debian packages
@@ -171,19 +187,47 @@ fetch_sources() {
   rm -rf "$work"
 }
 
+# Unpacks one upstream release tarball of tarballs/ into src/, after checking its SHA256.
+unpack_release() {
+  local name=$1 expected=$2 file=$tarballs/$1.tar.gz sum
+  [ -f "$file" ] || die "$file not found: --kokkos $kokkos_version builds from the upstream release tarballs (--tarballs DIR)"
+  sum=$(sha256sum "$file" | cut -d' ' -f1)
+  [ "$sum" = "$expected" ] || die "SHA256 of $file is $sum, expected $expected"
+  log "unpacking $file"
+  mkdir -p "$src_dir"
+  rm -rf "${src_dir:?}/$name"
+  tar -xzf "$file" -C "$src_dir"
+  [ -f "$src_dir/$name/CMakeLists.txt" ] || die "$file did not unpack into $name/"
+}
+
 # The CUDA build needs Kokkos only (see the Kokkos Kernels step below).
-if [ ! -f "$kokkos_src/CMakeLists.txt" ] ||
-  { [ "$backend" = openmp ] && [ ! -f "$kernels_src/CMakeLists.txt" ]; }; then
-  fetch_sources
+need_kernels=0
+[ "$backend" = openmp ] && need_kernels=1
+if [ "$kokkos_version" = 3.4.01 ]; then
+  if [ ! -f "$kokkos_src/CMakeLists.txt" ] ||
+    { [ "$need_kernels" = 1 ] && [ ! -f "$kernels_src/CMakeLists.txt" ]; }; then
+    fetch_sources
+  fi
+  grep -q "3.4.01" "$kokkos_src/master_history.txt" || die "$kokkos_src is not Kokkos $kokkos_version"
+else
+  [ -f "$kokkos_src/CMakeLists.txt" ] || unpack_release "kokkos-$kokkos_version" "$kokkos_460_sha256"
+  if [ "$need_kernels" = 1 ] && [ ! -f "$kernels_src/CMakeLists.txt" ]; then
+    unpack_release "kokkos-kernels-$kokkos_version" "$kernels_460_sha256"
+  fi
 fi
-grep -q "3.4.01" "$kokkos_src/master_history.txt" || die "$kokkos_src is not Kokkos $kokkos_version"
 
 # ---------------------------------------------------------------------------------------
 # 3. Build and install into a prefix keyed by version, options and patches
 # ---------------------------------------------------------------------------------------
-patch_hash=$(cat "$here"/patches/kokkos-*.patch | sha256sum | cut -c1-12)
+patches=("$here"/patches/kokkos-"$kokkos_version"-*.patch)
+[ -f "${patches[0]}" ] || patches=()
+patch_hash=$(cat "${patches[@]}" /dev/null | sha256sum | cut -c1-12)
 kokkos_opts=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON
              -DKokkos_ENABLE_OPENMP=ON)
+if [ "$kokkos_version" != 3.4.01 ]; then
+  # What Kokkos 4 deprecated is gone in 5: build without it, so that a use of it fails here.
+  kokkos_opts+=(-DKokkos_ENABLE_DEPRECATED_CODE_4=OFF -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON)
+fi
 if [ "$backend" = cuda ]; then
   kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON "-DKokkos_ARCH_$arch=ON")
   key=kokkos-$kokkos_version-cuda-$arch-$patch_hash
@@ -200,7 +244,7 @@ else
   mkdir -p "$build_root"
   log "patching Kokkos $kokkos_version"
   cp -r "$kokkos_src" "$build_root/kokkos"
-  for p in "$here"/patches/kokkos-*.patch; do
+  for p in "${patches[@]}"; do
     if command -v patch >/dev/null; then
       patch -s -p1 -d "$build_root/kokkos" <"$p" || die "patch $(basename "$p") does not apply"
     else
@@ -229,6 +273,10 @@ else
     # call goes to OpenBLAS through the BLAS TPL specialisation, which is instantiated in
     # the caller. So no explicit instantiation is built at all.
     log "building Kokkos Kernels $kokkos_version (BLAS TPL, no explicit instantiations)"
+    kernels_opts=()
+    # 4.x builds its parts as components: the BLAS one is all the project uses.
+    [ "$kokkos_version" = 3.4.01 ] ||
+      kernels_opts=(-DKokkosKernels_ENABLE_ALL_COMPONENTS=OFF -DKokkosKernels_ENABLE_COMPONENT_BLAS=ON)
     start=$SECONDS
     cmake -S "$kernels_src" -B "$build_root/kernels-build" -G Ninja -DCMAKE_CXX_COMPILER=g++ \
       -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ROOT="$prefix" \
@@ -239,7 +287,7 @@ else
       -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF \
       -DKokkosKernels_INST_LAYOUTLEFT=OFF -DKokkosKernels_INST_LAYOUTRIGHT=OFF \
       -DKokkosKernels_INST_EXECSPACE_SERIAL=OFF -DKokkosKernels_INST_EXECSPACE_OPENMP=OFF \
-      -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF \
+      -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF "${kernels_opts[@]}" \
       >"$build_root/kernels-configure.log" 2>&1 ||
       { tail -n 40 "$build_root/kernels-configure.log" >&2; die "configuring Kokkos Kernels failed"; }
     cmake --build "$build_root/kernels-build" -j "$jobs" >"$build_root/kernels-build.log" 2>&1 ||

@@ -469,8 +469,7 @@ TEST(BacktestEvaluator, GraphedEvaluationEqualsEvaluateAndFollowsNewWeights) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   Fixture f(seed, 3000);
-  const ExecSpace space;  // on CUDA, evaluate_graphed needs an instance with its own stream
-  exec::StreamSpace stream;
+  exec::StreamSpace stream;  // on CUDA, evaluate_graphed needs an instance with its own stream
   data::FeatureSet features(stream.space(), f.bars, f.spec);
   const data::FeatureStats stats = features.fit(f.train.begin, f.train.end);
   const nn::ParameterLayout layout(f.network);

@@ -2,11 +2,13 @@
 #include <gtest/gtest.h>
 #include <Kokkos_Core.hpp>
 
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <type_traits>
 
 #include "backends/gemm.hpp"
+#include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/types.hpp"
 
 namespace dqntrader {
@@ -27,6 +29,12 @@ TEST(BuildConfig, KokkosVersionIsTheExpectedOne) {
 #endif
 }
 
+// dqntrader info names the Kokkos version as Kokkos itself prints it.
+TEST(BuildConfig, KokkosVersionIsPrintedAsKokkosPrintsIt) {
+  const std::string expected = "Kokkos Version: " + compat::kokkos_version_string() + "\n";
+  EXPECT_NE(kokkos_configuration().find(expected), std::string::npos) << kokkos_configuration();
+}
+
 #if defined(DQNTRADER_BACKEND_CUDA)
 TEST(BuildConfig, DefaultExecutionSpaceIsCuda) {
   EXPECT_TRUE((std::is_same<ExecSpace, Kokkos::Cuda>::value));
@@ -40,6 +48,18 @@ TEST(BuildConfig, DefaultExecutionSpaceIsOpenMP) {
   EXPECT_STREQ(gemm::backend_name(), "openmp");
   EXPECT_NE(kokkos_configuration().find("KOKKOS_ENABLE_OPENMP: yes"), std::string::npos)
       << kokkos_configuration();
+}
+#endif
+
+#if defined(DQNTRADER_BACKEND_OPENMP)
+// CTest runs the suite at a given thread count (tests/CMakeLists.txt) through the spelling of
+// the Kokkos found; an argument Kokkos no longer knows is only warned about, so the count
+// the suite runs with is checked here.
+TEST(BuildConfig, RunsOnTheHostThreadsItWasGiven) {
+  const char* expected = std::getenv("DQNTRADER_EXPECT_THREADS");
+  if (expected == nullptr)
+    GTEST_SKIP() << "DQNTRADER_EXPECT_THREADS is not set (CTest sets it)";
+  EXPECT_EQ(ExecSpace().concurrency(), std::atoi(expected));
 }
 #endif
 

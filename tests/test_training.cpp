@@ -601,8 +601,9 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
       const double want = dueling ? one_hot - dq / static_cast<double>(actions) : one_hot;
       EXPECT_NEAR(g_host(i, dueling ? a + 1 : a), want, 2e-5 / b) << i << " " << a;
     }
-    if (dueling)
+    if (dueling) {
       EXPECT_NEAR(g_host(i, 0), dq, 2e-5 / b) << i;
+    }
   }
   auto bias_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), head_bias);
   double all = 0.0;
@@ -612,8 +613,9 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
     const double want = dueling ? column[a] - all / static_cast<double>(actions) : column[a];
     EXPECT_NEAR(bias_host(dueling ? a + 1 : a), want, 1e-5) << a;
   }
-  if (dueling)
+  if (dueling) {
     EXPECT_NEAR(bias_host(0), all, 1e-5);
+  }
   auto s = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sums);
   EXPECT_NEAR(s().loss, loss, 1e-5 * (1 + scale));
   EXPECT_NEAR(s().q, q_sum, 1e-5 * static_cast<double>(b));

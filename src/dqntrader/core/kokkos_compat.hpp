@@ -1,6 +1,7 @@
 // Every spelling that differs between the Kokkos releases dqntrader builds against:
 // 3.4.01 from the project's bootstrap, and the 4.x/5.x releases Spack installs.
-// Nothing else in the project tests KOKKOS_VERSION.
+// Nothing else in the project's sources tests KOKKOS_VERSION; the build's side (the
+// command-line argument for the host threads) is cmake/kokkos_compat.cmake.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -48,11 +49,19 @@ KOKKOS_INLINE_FUNCTION To bit_cast(const From& from) {
   return to;
 }
 
-/// "major.minor.patch" of the Kokkos compiled against, patch with two digits (3.4.01).
+// The result of an array reduction (a functor with a runtime value_count) in host memory.
+// Up to 3.x a raw pointer served; 4.0 removed that overload, and an unmanaged host View is the
+// spelling every version accepts.
+using HostArrayResult = Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+inline HostArrayResult host_array_result(double* values, std::size_t count) {
+  return HostArrayResult(values, count);
+}
+
+/// The version of the Kokkos compiled against as Kokkos prints it (print_configuration's
+/// "Kokkos Version"): major.minor.patch without padding, 3.4.1 for 3.4.01 and 5.1.1 for 5.1.1.
 inline std::string kokkos_version_string() {
-  const int patch = KOKKOS_VERSION % 100;
   return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) +
-         "." + (patch < 10 ? "0" : "") + std::to_string(patch);
+         "." + std::to_string(KOKKOS_VERSION % 100);
 }
 
 /// Quiet NaN and infinity usable in kernels (std::numeric_limits is host-only under nvcc

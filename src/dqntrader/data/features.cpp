@@ -228,14 +228,14 @@ FeatureStats FeatureSet::fit(std::size_t begin, std::size_t end) const {
   ColumnSums sums{f_count, m_raw, begin, {}, false};
   Kokkos::parallel_reduce("dqntrader::features::column_sums",
                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, end - begin), sums,
-                          stats.mean.data());
+                          compat::host_array_result(stats.mean.data(), f_count));
   for (double& m : stats.mean)
     m /= count;
   auto mean_d = upload(m_space, stats.mean, "dqntrader::features::mean");
   ColumnSums squares{f_count, m_raw, begin, mean_d, true};
   Kokkos::parallel_reduce("dqntrader::features::column_squares",
                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, end - begin), squares,
-                          stats.stdev.data());
+                          compat::host_array_result(stats.stdev.data(), f_count));
   for (double& s : stats.stdev) {
     s = std::sqrt(s / count);
     if (!(s > 0.0))

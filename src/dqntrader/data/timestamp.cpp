@@ -115,7 +115,7 @@ std::string format_iso8601_ms(std::int64_t ms) {
   const unsigned day = day_of_year - (153 * mp + 2) / 5 + 1;
   const unsigned month = mp < 10 ? mp + 3 : mp - 9;
   const std::int64_t year = static_cast<std::int64_t>(year_of_era) + era * 400 + (month <= 2);
-  char buffer[40];
+  char buffer[128];  // room for any 64-bit values, which GCC checks for
   std::snprintf(buffer, sizeof buffer, "%04lld-%02u-%02uT%02lld:%02lld:%02lld.%03lldZ",
                 static_cast<long long>(year), month, day,
                 static_cast<long long>(second_of_day / 3600),

@@ -15,8 +15,8 @@ bool NetworkSpec::operator==(const NetworkSpec& other) const {
 std::string describe(const NetworkSpec& spec) {
   std::string text = std::to_string(spec.state_size());
   for (std::size_t w : spec.hidden)
-    text += "-" + std::to_string(w);
-  text += "-" + std::to_string(spec.actions);
+    text.append("-").append(std::to_string(w));
+  text.append("-").append(std::to_string(spec.actions));
   return spec.dueling ? text + " dueling" : text;
 }
 

@@ -50,7 +50,7 @@ std::vector<std::string> split(const std::string& value) {
 
 template <class T>
 Setting number(const std::string& name, const std::string& help, T& field) {
-  Setting s{name, help, nullptr, nullptr, false, false, true};
+  Setting s{name, help, nullptr, nullptr, false, false, true, ""};
   s.get = [&field] {
     if constexpr (std::is_floating_point<T>::value)
       return text(field);
@@ -61,14 +61,14 @@ Setting number(const std::string& name, const std::string& help, T& field) {
 }
 
 Setting string(const std::string& name, const std::string& help, std::string& field) {
-  Setting s{name, help, nullptr, nullptr};
+  Setting s{name, help, nullptr, nullptr, false, false, false, ""};
   s.get = [&field] { return field; };
   s.set = [&field](const std::string& v) { field = v; };
   return s;
 }
 
 Setting flag(const std::string& name, const std::string& help, bool& field) {
-  Setting s{name, help, nullptr, nullptr, false, true};
+  Setting s{name, help, nullptr, nullptr, false, true, false, ""};
   s.get = [&field] { return std::string(field ? "true" : "false"); };
   s.set = [name, &field](const std::string& v) {
     if (v == "true" || v == "1")
@@ -82,7 +82,7 @@ Setting flag(const std::string& name, const std::string& help, bool& field) {
 }
 
 Setting names(const std::string& name, const std::string& help, std::vector<std::string>& field) {
-  Setting s{name, help, nullptr, nullptr, true};
+  Setting s{name, help, nullptr, nullptr, true, false, false, ""};
   s.get = [&field] {
     std::string joined;
     for (const auto& f : field)
@@ -94,11 +94,11 @@ Setting names(const std::string& name, const std::string& help, std::vector<std:
 }
 
 Setting widths(const std::string& name, const std::string& help, std::vector<std::size_t>& field) {
-  Setting s{name, help, nullptr, nullptr, true, false, true};
+  Setting s{name, help, nullptr, nullptr, true, false, true, ""};
   s.get = [&field] {
     std::string joined;
     for (std::size_t w : field)
-      joined += (joined.empty() ? "" : ",") + std::to_string(w);
+      joined.append(joined.empty() ? "" : ",").append(std::to_string(w));
     return joined;
   };
   s.set = [name, &field](const std::string& v) {
@@ -116,7 +116,12 @@ std::vector<Setting> settings(TrainConfig& c) {
   Setting precision{
       "precision",
       "matrix-product arithmetic: fp32, tf32 or bf16 (default bf16 on CUDA, fp32 on OpenMP)",
-      nullptr, nullptr};
+      nullptr,
+      nullptr,
+      false,
+      false,
+      false,
+      ""};
   precision.get = [&c] { return std::string(to_string(c.precision)); };
   precision.documented_default = "bf16 (CUDA), fp32 (OpenMP)";
   precision.set = [&c](const std::string& v) { c.precision = parse_precision(v); };

@@ -61,7 +61,7 @@ std::string as_text(const nlohmann::json& value) {
   if (value.is_array()) {
     std::string joined;
     for (const auto& item : value)
-      joined += (joined.empty() ? "" : ",") + as_text(item);
+      joined.append(joined.empty() ? "" : ",").append(as_text(item));
     return joined;
   }
   return value.dump();

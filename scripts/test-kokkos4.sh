@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The suite against Kokkos 4.6.01 and Kokkos Kernels 4.6.01 (OpenMP + Serial, Kokkos built
+# without its deprecated code, as Kokkos 5 is), from the upstream release tarballs in the
+# shared/deps folder beside the checkout (or $DQNTRADER_KOKKOS_TARBALLS): the project in C++17
+# and in C++20, each with -Wall -Wextra -Werror and the whole CTest suite (the tests at one and
+# at two threads among it). Run by .ci/run after scripts/test.sh, whose set-up it reuses.
+# Without the tarballs it says so and exits 0: a fresh machine has no such folder.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+version=4.6.01
+tarballs=${DQNTRADER_KOKKOS_TARBALLS:-$(cd "$root/.." && pwd)/shared/deps}
+for t in kokkos kokkos-kernels; do
+  if [ ! -f "$tarballs/$t-$version.tar.gz" ]; then
+    echo "test-kokkos4: skipped: $tarballs/$t-$version.tar.gz is not there (set DQNTRADER_KOKKOS_TARBALLS to the folder with the Kokkos $version release tarballs)"
+    exit 0
+  fi
+done
+prefix=$(scripts/bootstrap.sh --kokkos "$version" --tarballs "$tarballs" --print-prefix)
+export DQNTRADER_REQUIRE_BROWSER=1
+for std in 17 20; do
+  build=build/kokkos-$version-cxx$std
+  echo "test-kokkos4: Kokkos $version, C++$std, in $build"
+  cmake --preset openmp -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_STANDARD="$std" \
+    -DDQNTRADER_EXPECT_KOKKOS_VERSION=40601 >/dev/null
+  cmake --build "$build" -j "${DQNTRADER_JOBS:-2}"
+  ctest --test-dir "$build" --output-on-failure
+done
