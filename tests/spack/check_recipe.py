@@ -4,7 +4,8 @@
 Usage (from the source root):
     python3 tests/spack/check_recipe.py \\
         --recipe spack/spack_repo/dqntrader/packages/dqntrader/package.py \\
-        --repo-yaml spack/spack_repo/dqntrader/repo.yaml --cmake CMakeLists.txt [--cmake ...]
+        --repo-yaml spack/spack_repo/dqntrader/repo.yaml --cmake CMakeLists.txt [--cmake ...] \
+        [--bootstrap scripts/bootstrap.sh]
 
 Spack is not needed: the recipe is parsed, never imported. The checks:
   * the recipe parses and compiles as Python 3 and imports only Spack's API (spack, spack.*,
@@ -17,7 +18,10 @@ Spack is not needed: the recipe is parsed, never imported. The checks:
     derives from CudaPackage) is used by one;
   * every REQUIRED find_package() of the project (the CMakeLists.txt files given and the
     directories they add_subdirectory()) has a Spack package among the depends_on() names;
-  * conflicts() forbid +cuda together with +openmp, and ~cuda together with ~openmp.
+  * conflicts() forbid +cuda together with +openmp, and ~cuda together with ~openmp;
+  * with --bootstrap: the recipe's unconditional depends_on("kokkos@LOW:HIGH") admits every
+    Kokkos version the bootstrap (and so CI) builds, starts at the lowest of them and ends with
+    the highest major version among them (a newer major release is excluded until CI builds it).
 
 Exit status: 0 when every check passes, 1 otherwise (each failure on its own line); 2 for a
 command line argparse rejects.
@@ -123,6 +127,61 @@ def read_cmake(paths, problems):
                 if os.path.isfile(sub):
                     queue.append(os.path.abspath(sub))
     return options, packages, seen
+
+
+# --- the Kokkos versions CI builds ------------------------------------------------------------
+
+
+def bootstrap_kokkos_versions(path, problems):
+    """The versions scripts/bootstrap.sh accepts for --kokkos: the patterns of the first case
+    statement over $kokkos_version, e.g. `3.4.01 | 4.6.01) ;;`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        problems.add(f"cannot read {path}: {e.strerror}")
+        return []
+    match = re.search(r'case "\$kokkos_version" in\s*\n\s*([0-9.| ]+)\)', text)
+    if not match:
+        problems.add(f"{path}: no `case \"$kokkos_version\" in` listing the versions it builds")
+        return []
+    return [v.strip() for v in match.group(1).split("|") if v.strip()]
+
+
+def version_tuple(text):
+    return tuple(int(part) for part in text.split("."))
+
+
+def check_kokkos_range(depends, versions, bootstrap, recipe, problems):
+    ranges = [s for s, when in depends if re.match(r"\s*kokkos@", s) and not when]
+    if len(ranges) != 1:
+        problems.add(
+            f"{recipe}: expected one unconditional depends_on('kokkos@LOW:HIGH'), found "
+            f"{len(ranges)}"
+        )
+        return
+    match = re.match(r"\s*kokkos@([0-9.]+):([0-9.]+)\s*$", ranges[0])
+    if not match:
+        problems.add(f"{recipe}: the Kokkos range '{ranges[0]}' is not of the form kokkos@LOW:HIGH")
+        return
+    low, high = version_tuple(match.group(1)), version_tuple(match.group(2))
+
+    def admits(v):  # Spack's LOW:HIGH: HIGH as a prefix includes every version under it
+        return low <= v and v[: len(high)] <= high
+
+    built = sorted(version_tuple(v) for v in versions)
+    for v, text in zip(built, sorted(versions, key=version_tuple)):
+        if not admits(v):
+            problems.add(f"{recipe}: kokkos@{match.group(1)}:{match.group(2)} excludes {text}, "
+                         f"which {bootstrap} builds")
+    if built and low != built[0]:
+        problems.add(f"{recipe}: the Kokkos range starts at {match.group(1)}, but the oldest "
+                     f"version {bootstrap} builds is {'.'.join(map(str, built[0]))}")
+    newest_major = built[-1][0] if built else None
+    if built and high != (newest_major,):
+        problems.add(f"{recipe}: the Kokkos range ends at {match.group(2)}; it must end with the "
+                     f"newest major version {bootstrap} builds ({newest_major}), so that the next "
+                     "major release is excluded until it is built and tested")
 
 
 # --- repo.yaml --------------------------------------------------------------------------------
@@ -302,6 +361,9 @@ def main(argv=None):
         action="append",
         help="a CMakeLists.txt of the project (repeatable; add_subdirectory() is followed)",
     )
+    parser.add_argument(
+        "--bootstrap", help="scripts/bootstrap.sh: check the Kokkos range against its versions"
+    )
     args = parser.parse_args(argv)
     problems = Problems()
 
@@ -319,6 +381,16 @@ def main(argv=None):
     variants = {}
     from_variant = []  # (cmake variable, variant, line)
     depends, conflicts = [], []  # spec strings
+    depends_when = []  # (spec, condition) of every depends_on: its when= or its with when() block
+    conditioned = {}  # id of a call inside a `with when(...)` block -> that block's condition
+    for block in ast.walk(tree):
+        if isinstance(block, ast.With):
+            for item in block.items:
+                call = item.context_expr
+                if isinstance(call, ast.Call) and call_name(call) == "when" and call.args:
+                    condition = literal_prefix(call.args[0]) or "?"
+                    for inner in ast.walk(block):
+                        conditioned.setdefault(id(inner), condition)
     uses_cuda_package = any("CudaPackage" in base_names(c) for c in classes)
     if uses_cuda_package:
         variants["cuda"] = "CudaPackage"
@@ -347,6 +419,9 @@ def main(argv=None):
             from_variant.append((cmake_var, variant, node.lineno))
         elif name == "depends_on" and isinstance(node.func, ast.Name) and first is not None:
             depends.append(first)
+            when = keyword(node, "when")
+            condition = (literal_prefix(when) if when is not None else None) or ""
+            depends_when.append((first, condition or conditioned.get(id(node), "")))
         elif name == "conflicts" and isinstance(node.func, ast.Name) and first is not None:
             when = node.args[1] if len(node.args) > 1 else keyword(node, "when")
             conflicts.append((first, (literal_prefix(when) if when is not None else None) or ""))
@@ -401,6 +476,10 @@ def main(argv=None):
                 f"{where}: find_package({package} REQUIRED) but the recipe has no "
                 f"depends_on('{spack_name}...')"
             )
+
+    if args.bootstrap:
+        versions = bootstrap_kokkos_versions(args.bootstrap, problems)
+        check_kokkos_range(depends_when, versions, args.bootstrap, args.recipe, problems)
 
     # One backend per build.
     def forbids(wanted_on, wanted_off):
