@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <type_traits>
 
 #include "dqntrader/core/bf16.hpp"
@@ -87,5 +88,17 @@ void product_batched(const ExecSpace& space, Precision precision, const StridedB
 
 /// The name of the compiled backend: "cuda" or "openmp".
 const char* backend_name();
+
+/// The library the products run on, for `dqntrader info`: on CUDA cuBLASLt and its version;
+/// on OpenMP the host BLAS's file and, for OpenBLAS, its release and the core (kernel set) it
+/// runs, and whether route_host_library() chose that core.
+std::string library_description();
+
+/// Called first in main, before anything else (it may execute the program again): on OpenMP,
+/// when the BLAS is OpenBLAS, OPENBLAS_CORETYPE is unset and OpenBLAS picked kernels below
+/// what the CPU runs (AVX-512 or AVX2 unused), sets OPENBLAS_CORETYPE to the better core and
+/// executes the program again with the same arguments; OpenBLAS reads it only at load time.
+/// Nothing on CUDA.
+void route_host_library(char** argv);
 
 }  // namespace dqntrader::gemm

@@ -11,11 +11,13 @@
 #include "dqntrader/core/version.hpp"
 
 int main(int argc, char** argv) {
+  dqntrader::gemm::route_host_library(argv);
   Kokkos::ScopeGuard kokkos(argc, argv);
   benchmark::Initialize(&argc, argv);
   benchmark::AddCustomContext("dqntrader_version", DQNTRADER_VERSION);
   benchmark::AddCustomContext("git_revision", DQNTRADER_GIT_REVISION);
   benchmark::AddCustomContext("backend", dqntrader::gemm::backend_name());
+  benchmark::AddCustomContext("matrix_products", dqntrader::gemm::library_description());
   benchmark::AddCustomContext("kokkos_version", dqntrader::compat::kokkos_version_string());
   benchmark::AddCustomContext("kokkos_execution_space", dqntrader::ExecSpace::name());
   benchmark::AddCustomContext("kokkos_concurrency",

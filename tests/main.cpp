@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <Kokkos_Core.hpp>
 
+#include "backends/gemm.hpp"
+
 int main(int argc, char** argv) {
+  dqntrader::gemm::route_host_library(argv);  // the kernels the command itself would run
   Kokkos::ScopeGuard kokkos(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

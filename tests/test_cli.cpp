@@ -38,10 +38,11 @@ class Cli : public ::testing::Test {
 
   std::string path(const std::string& name) const { return (m_dir / name).string(); }
 
-  Result run(const std::string& arguments) const {
+  // environment: a prefix such as "env -u NAME NAME2=value" for the command.
+  Result run(const std::string& arguments, const std::string& environment = "") const {
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const std::string command =
-        std::string(DQNTRADER_CLI_PATH) + " " + arguments + " >" + out + " 2>" + err;
+    const std::string command = environment + " " + std::string(DQNTRADER_CLI_PATH) + " " +
+                                arguments + " >" + out + " 2>" + err;
     const int status = std::system(command.c_str());
     auto slurp = [](const std::string& file) {
       std::ifstream in(file);
@@ -73,6 +74,35 @@ TEST_F(Cli, BacktestOfABuiltinPolicyWritesExactlyTheMetricKeys) {
   EXPECT_EQ(got, keys);
   EXPECT_EQ(j["bars"], 799);
 }
+
+#if defined(DQNTRADER_BACKEND_OPENMP)
+// dqntrader info names the host BLAS and the core it runs: the machine's OPENBLAS_CORETYPE
+// wherever it is set, and otherwise never kernels below what this CPU has (the command routes
+// OpenBLAS off such a core).
+TEST_F(Cli, InfoNamesTheHostBlasAndTheCoreItRuns) {
+  const std::string unset = "env -u OPENBLAS_CORETYPE -u DQNTRADER_OPENBLAS_ROUTED_FROM ";
+  const Result own = run("info");
+  ASSERT_EQ(own.code, 0) << own.err;
+  ASSERT_NE(own.out.find("matrix products: "), std::string::npos) << own.out;
+  if (own.out.find("matrix products: OpenBLAS") == std::string::npos)
+    GTEST_SKIP() << "the host BLAS is not OpenBLAS:\n" << own.out;
+  const Result chosen = run("info", unset + "OPENBLAS_CORETYPE=Haswell");
+  ASSERT_EQ(chosen.code, 0) << chosen.err;
+  EXPECT_NE(chosen.out.find("core Haswell: chosen by OPENBLAS_CORETYPE=Haswell"), std::string::npos)
+      << chosen.out;
+  const Result fresh = run("info", unset);
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  const bool avx512_cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const bool avx512_core = fresh.out.find("core SkylakeX") != std::string::npos ||
+                           fresh.out.find("core Cooperlake") != std::string::npos ||
+                           fresh.out.find("core SapphireRapids") != std::string::npos;
+  if (avx512_cpu) {
+    EXPECT_TRUE(avx512_core) << "this CPU has AVX-512:\n" << fresh.out;
+  }
+}
+#endif
 
 TEST_F(Cli, BacktestOfAPolicyFile) {
   data::SynthConfig synth;

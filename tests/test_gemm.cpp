@@ -570,3 +570,28 @@ TEST(GemmEpilogue, RejectsAShortBias) {
 
 }  // namespace
 }  // namespace dqntrader
+
+#if defined(DQNTRADER_BACKEND_OPENMP)
+#include "backends/openmp/host_blas.hpp"
+
+namespace dqntrader {
+namespace {
+
+// The rule that routes OpenBLAS off kernels below what the CPU runs (dqntrader info, and the
+// Cli test of it, show the rule's effect on this machine).
+TEST(HostBlas, RoutesOnlyCoresBelowWhatTheCpuRuns) {
+  EXPECT_STREQ(gemm::better_openblas_core("Prescott", true, true), "SkylakeX");
+  EXPECT_STREQ(gemm::better_openblas_core("Haswell", true, true), "SkylakeX");
+  EXPECT_STREQ(gemm::better_openblas_core("Zen", true, true), "SkylakeX");
+  EXPECT_STREQ(gemm::better_openblas_core("Prescott", false, true), "Haswell");
+  EXPECT_STREQ(gemm::better_openblas_core("Nehalem", false, true), "Haswell");
+  EXPECT_EQ(gemm::better_openblas_core("Haswell", false, true), nullptr);
+  EXPECT_EQ(gemm::better_openblas_core("Zen", false, true), nullptr);
+  EXPECT_EQ(gemm::better_openblas_core("Prescott", false, false), nullptr);
+  for (const char* core : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    EXPECT_EQ(gemm::better_openblas_core(core, true, true), nullptr) << core;
+}
+
+}  // namespace
+}  // namespace dqntrader
+#endif

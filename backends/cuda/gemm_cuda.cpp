@@ -228,6 +228,14 @@ void gemm_batched(const ExecSpace& space, Op op_a, Op op_b, float alpha,
   batched(space, CUBLAS_COMPUTE_32F, op_a, op_b, alpha, a, b, beta, c, epilogue);
 }
 
+std::string library_description() {
+  const std::size_t version = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+  return "cuBLASLt " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) +
+         "." + std::to_string(version % 100);
+}
+
+void route_host_library(char**) {}
+
 const char* backend_name() {
   return "cuda";
 }

@@ -14,6 +14,7 @@ Command add_info(CLI::App& app) {
   command.run = [](const ExecSpace& space) {
     std::cout << "dqntrader " << DQNTRADER_VERSION << " (" << DQNTRADER_GIT_REVISION << ")\n"
               << "backend: " << gemm::backend_name() << "\n"
+              << "matrix products: " << gemm::library_description() << "\n"
               << "Kokkos: " << compat::kokkos_version_string() << ", execution space "
               << ExecSpace::name() << ", concurrency " << space.concurrency() << "\n";
     Kokkos::print_configuration(std::cout, false);

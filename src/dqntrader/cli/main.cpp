@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/execution.hpp"
+#include "backends/gemm.hpp"
 #include "dqntrader/cli/commands.hpp"
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
@@ -37,6 +38,7 @@ void run(const dqntrader::compat::InitOptions& options, const dqntrader::cli::Co
 }  // namespace
 
 int main(int argc, char** argv) {
+  dqntrader::gemm::route_host_library(argv);
   CLI::App app{"dqntrader: Deep Q-Network trading agents, trained and backtested on the device"};
   app.set_version_flag("--version", std::string("dqntrader ") + DQNTRADER_VERSION + " (" +
                                         DQNTRADER_GIT_REVISION + ", backend " + DQNTRADER_BACKEND +
