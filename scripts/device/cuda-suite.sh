@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # Run on the GPU machine over a copy of the tree (carry: [".carry"], prepared here by
-# scripts/device/prepare-carry.sh): builds patched Kokkos 3.4.01 with CUDA for sm_90 and
-# the CUDA variant (only DQNTRADER_BUILD_TARGET when set), then runs the steps named
-# (default: all of them). Logs go to $OUT.
-#   scripts/device/cuda-suite.sh [test] [gemm] [eval] [eval-peer] [train] [train-peer] [sanitizer]
-#                                [racecheck] [profile] [detail] [compare]
+# scripts/device/prepare-carry.sh): builds patched Kokkos (3.4.01, or with --kokkos 4.6.01
+# the upstream release) with CUDA for sm_90 and the CUDA variant (only DQNTRADER_BUILD_TARGET
+# when set) into build/cuda (build/cuda-kokkos-4.6.01), then runs the steps named (default: the
+# first six). Logs go to $OUT (with --kokkos 4.6.01 under $OUT/kokkos-4.6.01/).
+#   scripts/device/cuda-suite.sh [--kokkos 4.6.01] [test] [gemm] [eval] [eval-peer] [train]
+#                                [train-peer] [sanitizer] [racecheck] [profile] [detail] [compare]
 set -uo pipefail
+kokkos=3.4.01
+if [ "${1:-}" = --kokkos ]; then
+  kokkos=$2
+  shift 2
+fi
 steps=${*:-test gemm eval eval-peer train train-peer}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/out}
+build=build/cuda
+expect=30401
+if [ "$kokkos" != 3.4.01 ]; then
+  out=$out/kokkos-$kokkos
+  build=build/cuda-kokkos-$kokkos
+  expect=$(echo "$kokkos" | awk -F. '{ printf "%d%02d%02d", $1, $2, $3 }')
+fi
 mkdir -p "$out"
 runs=$(mktemp -d)  # run directories of the steps below: only logs go to $out
 export PATH=/usr/local/cuda/bin:$PATH
@@ -23,16 +36,17 @@ jobs=$(nproc)
 } 2>&1 | tee "$out/setup.log"
 
 start=$SECONDS
-prefix=$(scripts/bootstrap.sh --cuda --no-apt --deps-dir "$root/.carry/deps" --jobs "$jobs" \
+prefix=$(scripts/bootstrap.sh --cuda --kokkos "$kokkos" --tarballs "$root/.carry/deps/tarballs" \
+  --no-apt --deps-dir "$root/.carry/deps" --jobs "$jobs" \
   --print-prefix 2> >(tee -a "$out/setup.log" >&2)) || { echo "bootstrap failed"; exit 1; }
 echo "bootstrap: $((SECONDS - start)) s" | tee -a "$out/setup.log"
 export KOKKOS_PREFIX=$prefix
 
 start=$SECONDS
-cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix;$root/.carry/debroot/usr" \
-  -DDQNTRADER_EXPECT_KOKKOS_VERSION=30401 -DCMAKE_CXX_FLAGS=-lineinfo >"$out/configure.log" 2>&1 ||
+cmake --preset cuda -B "$build" -DCMAKE_PREFIX_PATH="$prefix;$root/.carry/debroot/usr" \
+  -DDQNTRADER_EXPECT_KOKKOS_VERSION="$expect" -DCMAKE_CXX_FLAGS=-lineinfo >"$out/configure.log" 2>&1 ||
   { tail -n 60 "$out/configure.log"; exit 1; }
-cmake --build --preset cuda -j "$jobs" ${DQNTRADER_BUILD_TARGET:+--target "$DQNTRADER_BUILD_TARGET"} \
+cmake --build "$build" -j "$jobs" ${DQNTRADER_BUILD_TARGET:+--target "$DQNTRADER_BUILD_TARGET"} \
   >"$out/build.log" 2>&1 ||
   { grep -E "error|Error" -A5 "$out/build.log" | head -n 80; exit 1; }
 echo "build: $((SECONDS - start)) s" | tee -a "$out/setup.log"
@@ -40,16 +54,16 @@ echo "build: $((SECONDS - start)) s" | tee -a "$out/setup.log"
 status=0
 if want test; then
   # ctest runs the suite with --output-on-failure (the preset); its log holds every failure.
-  ctest --preset cuda >"$out/tests.log" 2>&1 || status=1
+  ctest --test-dir "$build" --output-on-failure >"$out/tests.log" 2>&1 || status=1
   grep -E "tests passed|FAILED|Failure" "$out/tests.log" | head -n 40
 fi
 if want gemm; then
-  build/cuda/bench/dqntrader_bench_gemm --benchmark_min_time=0.2 \
+  $build/bench/dqntrader_bench_gemm --benchmark_min_time=0.2 \
     --benchmark_out="$out/bench_gemm.json" --benchmark_out_format=json >"$out/bench_gemm.txt" 2>&1
   grep "gemm/" "$out/bench_gemm.txt"
 fi
 if want eval; then
-  build/cuda/bench/dqntrader_bench_eval --benchmark_filter='EVAL-1M' --benchmark_min_time=1 \
+  $build/bench/dqntrader_bench_eval --benchmark_filter='EVAL-1M' --benchmark_min_time=1 \
     --benchmark_repetitions=3 --benchmark_out="$out/bench_eval.json" --benchmark_out_format=json \
     >"$out/bench_eval.txt" 2>&1
   grep "eval/" "$out/bench_eval.txt"
@@ -61,7 +75,7 @@ if want eval-peer; then
   done
 fi
 if want train; then
-  build/cuda/bench/dqntrader_bench_train --benchmark_filter='train/EPOCH/' \
+  $build/bench/dqntrader_bench_train --benchmark_filter='train/EPOCH/' \
     --benchmark_out="$out/bench_train.json" --benchmark_out_format=json >"$out/bench_train.txt" 2>&1
   grep "train/" "$out/bench_train.txt"
 fi
@@ -73,7 +87,7 @@ fi
 if want sanitizer; then
   # memcheck over every test that runs device code in this process (the learning runs, the
   # command-line tests and the kill test start other processes or take too long under it).
-  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 build/cuda/tests/dqntrader_tests \
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 $build/tests/dqntrader_tests \
     --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:Mlp*:TdLoss*:Replay*:Vaccine*:Environments*:TrainingGuard*:TrainingRun*' \
     >"$out/memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -n 5
@@ -82,7 +96,7 @@ if want racecheck; then
   # racecheck over the evaluator's scans on small inputs (the suite's scan tests do not finish
   # under it): a built-in policy's backtest (the metrics scans) and a one-epoch training run
   # (its validation: Q-values, the position scan, the metrics scans).
-  dqn=build/cuda/dqntrader
+  dqn=$build/dqntrader
   "$dqn" synth --bars 2000 --seed 3 --out "$out/racecheck.csv" >/dev/null
   timeout 40 compute-sanitizer --tool racecheck --error-exitcode 9 "$dqn" backtest \
     --data "$out/racecheck.csv" --policy sign-of-ofi >"$out/racecheck-backtest.log" 2>&1
@@ -98,7 +112,7 @@ if want detail; then
   # the time the profile step shows (what its warps wait on).
   timeout 200 ncu --clock-control none --cache-control none --section SpeedOfLight \
     --section LaunchStats --section Occupancy --section WarpStateStats \
-    --print-kernel-base function --launch-skip 1500 --launch-count 24 build/cuda/dqntrader train \
+    --print-kernel-base function --launch-skip 1500 --launch-count 24 $build/dqntrader train \
     --synth-bars 40000 --hidden 512,512,512 --batch-size 1024 --environments 256 \
     --return-window 56 --learning-starts 1024 --target-update 1000 --steps-per-epoch 300 \
     --epochs 1 --out "$runs/detail-run" >"$out/detail.txt" 2>"$out/detail.err"
@@ -106,13 +120,13 @@ if want detail; then
 fi
 if want compare; then
   # dqntrader and the PyTorch peers side by side, three runs each, one table.
-  python3 bench/compare.py --build build/cuda --runs 3 2>&1 | tee "$out/compare.md"
+  python3 bench/compare.py --build "$build" --runs 3 2>&1 | tee "$out/compare.md"
 fi
 if want profile; then
   # Every kernel of about 60 training steps at the EPOCH shape (past the first 1,500 kernels,
   # before the epoch's validation), each timed alone by Nsight Compute: which kernels a step
   # is made of and what each costs (bench/profile_table.py makes the table).
-  dqn=build/cuda/dqntrader
+  dqn=$build/dqntrader
   timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
     --print-kernel-base demangled --csv --launch-skip 1500 --launch-count 1000 "$dqn" train \
     --synth-bars 40000 --hidden 512,512,512 --batch-size 1024 --environments 256 \
