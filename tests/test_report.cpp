@@ -20,8 +20,8 @@
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/io/metrics_json.hpp"
-#include "dqntrader/io/run_report.hpp"
-#include "dqntrader/io/svg_chart.hpp"
+#include "dqntrader/report/run_report.hpp"
+#include "dqntrader/report/svg_chart.hpp"
 #include "dqntrader/train/training_run.hpp"
 #include "test_support.hpp"
 
@@ -33,7 +33,7 @@ constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
 TEST(ChartThinning, KeepsShortSeriesWhole) {
   const std::vector<double> y = {3, 1, 4, 1, 5};
-  EXPECT_EQ(io::thin(y, 2), (std::vector<std::size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(report::thin(y, 2), (std::vector<std::size_t>{0, 1, 2, 3, 4}));
 }
 
 TEST(ChartThinning, KeepsEndsExtremesAndGapsOfALongSeries) {
@@ -49,7 +49,7 @@ TEST(ChartThinning, KeepsEndsExtremesAndGapsOfALongSeries) {
   for (std::size_t i = gap; i < gap + 500; ++i)
     y[i] = nan;
   const std::size_t buckets = 100;
-  const std::vector<std::size_t> kept = io::thin(y, buckets);
+  const std::vector<std::size_t> kept = report::thin(y, buckets);
   ASSERT_FALSE(kept.empty());
   EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end()));
   EXPECT_EQ(std::adjacent_find(kept.begin(), kept.end()), kept.end()) << "an index twice";
@@ -94,7 +94,7 @@ TEST(ChartTicks, AreRoundStepsCoveringTheRange) {
       std::swap(lo, hi);
     if (!(lo < hi))
       continue;
-    const std::vector<double> ticks = io::nice_ticks(lo, hi, 5);
+    const std::vector<double> ticks = report::nice_ticks(lo, hi, 5);
     ASSERT_GE(ticks.size(), 2u) << lo << " .. " << hi;
     EXPECT_LE(ticks.size(), 11u);
     const double step = ticks[1] - ticks[0];
@@ -113,11 +113,11 @@ TEST(ChartTicks, AreRoundStepsCoveringTheRange) {
 }
 
 TEST(ChartMarkup, EscapesTextAndDrawsGapsAsNewSubpaths) {
-  io::LineChart chart;
+  report::LineChart chart;
   chart.id = "x";
   chart.title = "a <b> & \"c\"";
   chart.series.push_back({"s", "#000", {0, 1, 2, 3}, {1, 2, nan, 4}});
-  const std::string svg = io::render(chart);
+  const std::string svg = report::render(chart);
   EXPECT_NE(svg.find("a &lt;b&gt; &amp; &quot;c&quot;"), std::string::npos);
   EXPECT_EQ(svg.find("<b>"), std::string::npos);
   const std::size_t d = svg.find(" d=\"");
@@ -128,11 +128,11 @@ TEST(ChartMarkup, EscapesTextAndDrawsGapsAsNewSubpaths) {
 }
 
 TEST(ChartMarkup, ALogAxisSpacesDecadesEvenlyAndLeavesOutNonPositiveValues) {
-  io::LineChart chart;
+  report::LineChart chart;
   chart.id = "log";
   chart.y.log = true;
   chart.series.push_back({"s", "#000", {0, 1, 2, 3}, {1, 10, 100, -5}});
-  const std::string svg = io::render(chart);
+  const std::string svg = report::render(chart);
   const std::size_t d = svg.find(" d=\"");
   ASSERT_NE(d, std::string::npos);
   std::istringstream path(svg.substr(d + 4, svg.find('"', d + 4) - d - 4));
@@ -187,7 +187,7 @@ double json_double(const nlohmann::json& v) {
 
 TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
   const std::string run = train_run();
-  const io::RunReport r = io::collect_run_report(m_stream.space(), run);
+  const report::RunReport r = report::collect_run_report(m_stream.space(), run);
 
   // The metrics are those the run recorded for its best policy.
   nlohmann::json recorded;
@@ -221,11 +221,11 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
   EXPECT_NEAR(r.buy_and_hold.equity.back(), bars.close[r.last_bar] / bars.close[r.first_bar], 1e-9);
   EXPECT_EQ(r.timestamps_ms.front(), bars.timestamp_ms[r.first_bar]);
   EXPECT_EQ(r.epochs.size(), 3u);
-  for (const io::EpochPoint& p : r.epochs)
+  for (const report::EpochPoint& p : r.epochs)
     EXPECT_GT(p.seconds, 0) << "epoch " << p.epoch;
 
   // The page: every chart, one table row per metric, nothing fetched from elsewhere.
-  const std::string html = io::render_html(r);
+  const std::string html = report::render_html(r);
   for (const char* id : {"equity", "drawdown", "position", "returns", "loss", "mean-q", "epsilon",
                          "validation-sharpe", "epoch-seconds"}) {
     EXPECT_NE(html.find(std::string("id=\"chart-") + id + "\""), std::string::npos) << id;
@@ -244,14 +244,15 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
 TEST_F(RunReport, FindsMovedDataButRefusesOtherData) {
   const std::string run = train_run();
   fs::rename(m_dir / "bars.csv", m_dir / "moved.csv");
-  EXPECT_THROW(io::collect_run_report(m_stream.space(), run), InputError);
-  EXPECT_NO_THROW(io::collect_run_report(m_stream.space(), run, (m_dir / "moved.csv").string()));
+  EXPECT_THROW(report::collect_run_report(m_stream.space(), run), InputError);
+  EXPECT_NO_THROW(
+      report::collect_run_report(m_stream.space(), run, (m_dir / "moved.csv").string()));
   data::SynthConfig other;
   other.bars = 2500;
   other.seed = 6;
   data::write_bars_csv((m_dir / "other.csv").string(), data::generate_bars(other));
   try {
-    io::collect_run_report(m_stream.space(), run, (m_dir / "other.csv").string());
+    report::collect_run_report(m_stream.space(), run, (m_dir / "other.csv").string());
     ADD_FAILURE() << "other data accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("differ"), std::string::npos) << e.what();
@@ -262,14 +263,14 @@ TEST_F(RunReport, NamesTheFileAndLineOfABrokenRecord) {
   const std::string run = train_run();
   std::ofstream(run + "/metrics.jsonl", std::ios::app) << "{\"epoch\": 4, \"loss\": }\n";
   try {
-    io::collect_run_report(m_stream.space(), run);
+    report::collect_run_report(m_stream.space(), run);
     ADD_FAILURE() << "a broken metrics.jsonl accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("metrics.jsonl:4:"), std::string::npos) << e.what();
   }
   fs::remove(run + "/metrics.jsonl");
   try {
-    io::collect_run_report(m_stream.space(), run);
+    report::collect_run_report(m_stream.space(), run);
     ADD_FAILURE() << "a missing metrics.jsonl accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("metrics.jsonl"), std::string::npos) << e.what();

@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "dqntrader/cli/commands.hpp"
-#include "dqntrader/io/run_report.hpp"
+#include "dqntrader/report/run_report.hpp"
 
 namespace dqntrader::cli {
 
@@ -28,8 +28,8 @@ Command add_report(CLI::App& app) {
   command.run = [options](const ExecSpace& space) {
     const std::string out = options->out.empty() ? options->run + "/report.html" : options->out;
     std::cerr << "dqntrader report: evaluating the best policy of " << options->run << "\n";
-    const io::RunReport r = io::collect_run_report(space, options->run, options->data);
-    write_output(out, io::render_html(r));
+    const report::RunReport r = report::collect_run_report(space, options->run, options->data);
+    write_output(out, report::render_html(r));
     std::cerr << "dqntrader report: wrote " << out << " (" << r.policy.returns.size()
               << " validation bars, " << r.epochs.size() << " epochs)\n";
   };

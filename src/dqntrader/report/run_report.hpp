@@ -13,7 +13,7 @@
 #include "dqntrader/eval/metrics_engine.hpp"
 #include "dqntrader/eval/window_metrics.hpp"
 
-namespace dqntrader::io {
+namespace dqntrader::report {
 
 /// One line of metrics.jsonl (with its timings.jsonl seconds); NaN where the run recorded none.
 struct EpochPoint {
@@ -44,4 +44,4 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& run_dire
 /// The HTML document.
 std::string render_html(const RunReport& report);
 
-}  // namespace dqntrader::io
+}  // namespace dqntrader::report

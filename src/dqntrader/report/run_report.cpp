@@ -1,4 +1,4 @@
-#include "dqntrader/io/run_report.hpp"
+#include "dqntrader/report/run_report.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -19,11 +19,11 @@
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/io/policy_file.hpp"
-#include "dqntrader/io/svg_chart.hpp"
+#include "dqntrader/report/svg_chart.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/training_run.hpp"
 
-namespace dqntrader::io {
+namespace dqntrader::report {
 
 namespace {
 
@@ -131,14 +131,14 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
     const data::FeatureSet features(space, bars, policy.features);
     eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,
                                       backtest);
-    const auto parameters = upload(space, policy.parameters, "dqntrader::io::parameters");
+    const auto parameters = upload(space, policy.parameters, "dqntrader::report::parameters");
     report.policy_metrics = evaluator.evaluate(parameters);
     report.policy = evaluator.path_detail(parameters);
   }
   // Buy-and-hold on the same bars.
   {
-    const auto close = upload(space, bars.close, "dqntrader::io::close");
-    const auto ofi = upload(space, bars.ofi, "dqntrader::io::ofi");
+    const auto close = upload(space, bars.close, "dqntrader::report::close");
+    const auto ofi = upload(space, bars.ofi, "dqntrader::report::ofi");
     const auto path =
         eval::builtin_path(space, eval::BuiltinPolicy::buy_and_hold, ofi, window, backtest);
     eval::PathEvaluator evaluator(space, close, backtest, window.returns());
@@ -326,4 +326,4 @@ std::string render_html(const RunReport& r) {
   return out.str();
 }
 
-}  // namespace dqntrader::io
+}  // namespace dqntrader::report

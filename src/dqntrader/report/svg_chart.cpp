@@ -1,4 +1,4 @@
-#include "dqntrader/io/svg_chart.hpp"
+#include "dqntrader/report/svg_chart.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "dqntrader/data/timestamp.hpp"
 
-namespace dqntrader::io {
+namespace dqntrader::report {
 
 namespace {
 
@@ -332,4 +332,4 @@ std::string render(const Histogram& h) {
   return out.str();
 }
 
-}  // namespace dqntrader::io
+}  // namespace dqntrader::report

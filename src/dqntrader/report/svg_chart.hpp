@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace dqntrader::io {
+namespace dqntrader::report {
 
 struct Axis {
   std::string label;
@@ -55,4 +55,4 @@ std::vector<double> nice_ticks(double lo, double hi, std::size_t count);
 /// Text with &, <, >, " and ' escaped for HTML.
 std::string escape_html(const std::string& text);
 
-}  // namespace dqntrader::io
+}  // namespace dqntrader::report
