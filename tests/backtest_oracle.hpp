@@ -1,7 +1,8 @@
 // The backtest written the slow, obvious way, in double precision, from the definitions of
 // DESIGN.md section 5: a sequential position loop, the PnL bar by bar, and each metric
-// from its formula. The library's device code is checked against this; nothing of the
-// library is used here.
+// from its formula. Equity is a product in long double (its range reaches 1e4932), so that
+// windows whose equity passes the largest double are defined here too. The library's device
+// code is checked against this; nothing of the library is used here.
 #pragma once
 
 #include <algorithm>
@@ -14,13 +15,13 @@ namespace dqntrader::oracle {
 
 struct Metrics {
   long bars = 0;
-  double total_return, cagr, annual_volatility, sharpe, sortino, max_drawdown, calmar;
+  double total_return, log_return, cagr, annual_volatility, sharpe, sortino, max_drawdown, calmar;
   long trades_closed = 0;
   double win_rate, profit_factor, expectancy, turnover, exposure, total_cost;
   // The size of what each cancelling metric is computed from: a metric near zero that is
   // a difference of large terms can only be as exact, relative to these, as its inputs.
   struct {
-    double total_return, cagr, sharpe, sortino, calmar, expectancy;
+    double total_return, log_return, cagr, sharpe, sortino, calmar, expectancy;
   } scale;
 };
 
@@ -36,7 +37,8 @@ inline Metrics metrics(const std::vector<double>& close, const std::vector<doubl
   Metrics m;
   m.bars = static_cast<long>(n);
   std::vector<double> r(n);
-  double equity = 1.0, peak = 1.0, worst = 0.0, turnover = 0.0, exposed = 0.0, total_cost = 0.0;
+  long double equity = 1.0L, peak = 1.0L;
+  double worst = 0.0, turnover = 0.0, exposed = 0.0, total_cost = 0.0;
   std::vector<double> trades;
   bool open = false;
   double trade = 0.0;
@@ -45,9 +47,9 @@ inline Metrics metrics(const std::vector<double>& close, const std::vector<doubl
     const double move = close[t + 1] / close[t] - 1.0;
     const double traded = std::fabs(p[t] - previous);
     r[t] = p[t] * move - cost * traded;
-    equity *= 1.0 + r[t];
+    equity *= 1.0L + r[t];
     peak = std::max(peak, equity);
-    worst = std::min(worst, equity / peak - 1.0);
+    worst = std::min(worst, static_cast<double>(equity / peak - 1.0L));
     turnover += traded;
     total_cost += cost * traded;
     if (p[t] != 0.0)
@@ -69,8 +71,14 @@ inline Metrics metrics(const std::vector<double>& close, const std::vector<doubl
       trade += p[t] * move;
   }
   const double count = static_cast<double>(n);
-  m.total_return = equity - 1.0;
-  m.cagr = n > 0 && equity > 0.0 ? std::pow(equity, bars_per_year / count) - 1.0 : nan;
+  m.total_return = static_cast<double>(equity - 1.0L);  // inf past the largest double
+  m.log_return = equity > 0.0L ? static_cast<double>(std::log(equity))
+                               : (equity == 0.0L ? -std::numeric_limits<double>::infinity() : nan);
+  m.cagr = n > 0 && equity > 0.0L
+               ? static_cast<double>(std::pow(equity, static_cast<long double>(bars_per_year) /
+                                                          static_cast<long double>(count)) -
+                                     1.0L)
+               : nan;
   double mean = 0.0;
   for (double x : r)
     mean += x - risk_free;
@@ -114,7 +122,8 @@ inline Metrics metrics(const std::vector<double>& close, const std::vector<doubl
   for (double x : r)
     mean_abs += std::fabs(x - risk_free);
   mean_abs /= count;
-  m.scale.total_return = equity;
+  m.scale.total_return = static_cast<double>(equity);
+  m.scale.log_return = 1.0;  // log_return is a sum: it is exact to an absolute amount
   m.scale.cagr = m.cagr + 1.0;
   m.scale.sharpe = std::sqrt(bars_per_year) * mean_abs / stdev;
   m.scale.sortino = std::sqrt(bars_per_year) * mean_abs / downside_deviation;

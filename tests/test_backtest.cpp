@@ -68,6 +68,7 @@ void expect_metrics(const WindowMetrics& got, const oracle::Metrics& expected, d
   const auto& s = expected.scale;
   expect_near_relative(got.total_return, expected.total_return, relative, "total_return",
                        s.total_return);
+  expect_near_relative(got.log_return, expected.log_return, relative, "log_return", s.log_return);
   expect_near_relative(got.cagr, expected.cagr, relative, "cagr", s.cagr);
   expect_near_relative(got.annual_volatility, expected.annual_volatility, relative,
                        "annual_volatility");
@@ -84,17 +85,18 @@ void expect_metrics(const WindowMetrics& got, const oracle::Metrics& expected, d
 }
 
 void expect_same(const WindowMetrics& a, const WindowMetrics& b) {
-  const double x[] = {
-      a.total_return, a.cagr,     a.annual_volatility, a.sharpe,        a.sortino,
-      a.max_drawdown, a.calmar,   a.win_rate,          a.profit_factor, a.expectancy,
-      a.turnover,     a.exposure, a.total_cost};
-  const double y[] = {
-      b.total_return, b.cagr,     b.annual_volatility, b.sharpe,        b.sortino,
-      b.max_drawdown, b.calmar,   b.win_rate,          b.profit_factor, b.expectancy,
-      b.turnover,     b.exposure, b.total_cost};
+  const double x[] = {a.total_return, a.log_return,    a.cagr,         a.annual_volatility,
+                      a.sharpe,       a.sortino,       a.max_drawdown, a.calmar,
+                      a.win_rate,     a.profit_factor, a.expectancy,   a.turnover,
+                      a.exposure,     a.total_cost};
+  const double y[] = {b.total_return, b.log_return,    b.cagr,         b.annual_volatility,
+                      b.sharpe,       b.sortino,       b.max_drawdown, b.calmar,
+                      b.win_rate,     b.profit_factor, b.expectancy,   b.turnover,
+                      b.exposure,     b.total_cost};
+  static_assert(sizeof(x) / sizeof(x[0]) == 14, "every floating-point metric");
   EXPECT_EQ(a.bars, b.bars);
   EXPECT_EQ(a.trades_closed, b.trades_closed);
-  for (int i = 0; i < 13; ++i) {
+  for (int i = 0; i < 14; ++i) {
     if (std::isnan(y[i])) {
       EXPECT_TRUE(std::isnan(x[i])) << "metric " << i;
     } else {
@@ -575,6 +577,37 @@ TEST(Metrics, RandomPathsMatchTheOracle) {
     }
     expect_metrics(run_path(c, config), oracle_path(c, config), 1e-12);
   }
+}
+
+// A policy that profits from almost every bar of a long window: its equity passes the largest
+// double (near 1e400 here), so total_return is +inf, as the true value is, while log_return,
+// CAGR, Calmar and every other metric stay finite and agree with the long double oracle.
+TEST(Metrics, AWindowWhoseEquityPassesTheLargestDoubleStaysFinite) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> move(0.3, 0.9);
+  PathCase c{{100.0}, {}};
+  for (int t = 0; t < 3000; ++t) {
+    // The price rises or falls by 30-90%; the policy is long before rises and short before
+    // falls, but one bar in twenty it guesses wrong.
+    const bool up = rng() % 2 == 0, right = rng() % 20 != 0;
+    const double factor = up ? 1.0 + move(rng) : 1.0 / (1.0 + move(rng));
+    c.path.push_back(up == right ? 2 : 0);
+    c.close.push_back(c.close.back() * factor);
+  }
+  eval::BacktestConfig config;
+  const oracle::Metrics expected = oracle_path(c, config);
+  ASSERT_TRUE(std::isinf(expected.total_return)) << "the window must pass the largest double";
+  ASSERT_GT(expected.log_return, std::log(1e308));
+  const WindowMetrics m = run_path(c, config);
+  expect_metrics(m, expected, 1e-12);
+  EXPECT_TRUE(std::isinf(m.total_return) && m.total_return > 0);
+  for (double finite : {m.log_return, m.cagr, m.calmar, m.sharpe, m.sortino, m.max_drawdown,
+                        m.annual_volatility, m.expectancy}) {
+    EXPECT_TRUE(std::isfinite(finite)) << finite;
+  }
+  EXPECT_LT(m.max_drawdown, 0.0);
 }
 
 TEST(BuiltinPolicies, PathsHoldWhatTheyPromise) {

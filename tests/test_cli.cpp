@@ -65,9 +65,9 @@ TEST_F(Cli, BacktestOfABuiltinPolicyWritesExactlyTheMetricKeys) {
   std::ifstream in(path("m.json"));
   const nlohmann::json j = nlohmann::json::parse(in);
   const std::vector<std::string> keys = {
-      "annual_volatility", "bars",         "cagr",          "calmar",   "expectancy",
-      "exposure",          "max_drawdown", "profit_factor", "sharpe",   "sortino",
-      "total_cost",        "total_return", "trades_closed", "turnover", "win_rate"};
+      "annual_volatility", "bars",          "cagr",          "calmar",  "expectancy", "exposure",
+      "log_return",        "max_drawdown",  "profit_factor", "sharpe",  "sortino",    "total_cost",
+      "total_return",      "trades_closed", "turnover",      "win_rate"};
   std::vector<std::string> got;
   for (const auto& item : j.items())
     got.push_back(item.key());

@@ -149,6 +149,46 @@ TEST(ChartMarkup, ALogAxisSpacesDecadesEvenlyAndLeavesOutNonPositiveValues) {
   EXPECT_GT(x, 0);
 }
 
+// A policy whose equity passes the largest double (+inf) is drawn from its logarithm: log10
+// of equity on a linear axis, every point of every series a finite coordinate, and a
+// drawdown that the log gives where the quotient of infinities would not.
+TEST(RunReportPage, DrawsEquityPastTheLargestDoubleFromItsLogarithm) {
+  report::RunReport r;
+  r.run_directory = "run";
+  r.epochs.push_back(report::EpochPoint{1, 0.5, 0.1, 0.05, 1.0, 2.0});
+  const std::size_t n = 4;
+  r.timestamps_ms = {0, 60000, 120000, 180000, 240000};
+  const double ln10 = std::log(10.0);
+  // log10 E: 0, 200, 400, 380 (a drawdown of 1 - 1e-20), 500.
+  r.policy.log_equity = {0, 200 * ln10, 400 * ln10, 380 * ln10, 500 * ln10};
+  const double inf = std::numeric_limits<double>::infinity();
+  r.policy.equity = {1, 1e200, inf, inf, inf};
+  r.policy.positions = {1, 1, 1, 1};
+  r.policy.returns = {1e200, 1e200, -1, 1e120};
+  report::BaselineCurve hold{"buy-and-hold", {}, {}};
+  hold.path.equity = {1, 2, 4, 2, 3};
+  hold.path.log_equity = {0, std::log(2.0), std::log(4.0), std::log(2.0), std::log(3.0)};
+  hold.path.positions = {1, 1, 1, 1};
+  hold.path.returns = {1, 1, -0.5, 0.5};
+  r.baselines.push_back(hold);
+  r.policy_metrics.bars = static_cast<std::int64_t>(n);
+  const std::string html = report::render_html(r);
+  const std::size_t figure = html.find("id=\"chart-equity\"");
+  ASSERT_NE(figure, std::string::npos);
+  const std::string equity = html.substr(figure, html.find("</figure>", figure) - figure);
+  EXPECT_NE(equity.find("log10 equity"), std::string::npos);
+  for (const char* bad : {"nan", "inf"})
+    EXPECT_EQ(equity.find(std::string(" ") + bad), std::string::npos) << bad;
+  std::size_t paths = 0;
+  for (std::size_t at = equity.find(" d=\""); at != std::string::npos;
+       at = equity.find(" d=\"", at + 1)) {
+    const std::string d = equity.substr(at + 4, equity.find('"', at + 4) - at - 4);
+    EXPECT_EQ(std::count(d.begin(), d.end(), 'M') + std::count(d.begin(), d.end(), 'L'), 5) << d;
+    ++paths;
+  }
+  EXPECT_EQ(paths, 2u);
+}
+
 class RunReport : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -194,6 +234,8 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
   std::ifstream(run + "/final_metrics.json") >> recorded;
   const nlohmann::json now = io::to_json(r.policy_metrics);
   for (const auto& item : recorded.items()) {
+    if (item.key() == "baselines")
+      continue;  // the built-in policies' metrics, below
     if (item.value().is_number_integer()) {
       EXPECT_EQ(now.at(item.key()), item.value()) << item.key();
     } else if (item.value().is_number()) {
@@ -216,9 +258,23 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
     deepest = std::min(deepest, e / peak - 1);
   }
   EXPECT_NEAR(deepest, r.policy_metrics.max_drawdown, 1e-9);
-  // Buy-and-hold without costs ends at the last close over the first of the window.
+  // The built-in policies: buy-and-hold without costs ends at the last close over the first of
+  // the window, flat stays at 1, and each is drawn with the metrics the run recorded for it.
   const data::Bars bars = data::read_bars_csv((m_dir / "bars.csv").string());
-  EXPECT_NEAR(r.buy_and_hold.equity.back(), bars.close[r.last_bar] / bars.close[r.first_bar], 1e-9);
+  std::vector<std::string> names;
+  for (const report::BaselineCurve& b : r.baselines)
+    names.push_back(b.policy);
+  ASSERT_EQ(names, (std::vector<std::string>{"buy-and-hold", "flat", "sign-of-ofi"}));
+  EXPECT_NEAR(r.baselines[0].path.equity.back(), bars.close[r.last_bar] / bars.close[r.first_bar],
+              1e-9);
+  for (double e : r.baselines[1].path.equity)
+    ASSERT_EQ(e, 1.0);
+  for (const report::BaselineCurve& b : r.baselines) {
+    ASSERT_EQ(b.path.equity.size(), n + 1) << b.policy;
+    EXPECT_NEAR(b.path.equity.back() - 1, b.metrics.total_return, 1e-9) << b.policy;
+    // What the run recorded for it, key by key (flat's Sharpe is NaN: recorded as null).
+    EXPECT_EQ(recorded.at("baselines").at(b.policy), io::to_json(b.metrics)) << b.policy;
+  }
   EXPECT_EQ(r.timestamps_ms.front(), bars.timestamp_ms[r.first_bar]);
   EXPECT_EQ(r.epochs.size(), 3u);
   for (const report::EpochPoint& p : r.epochs)

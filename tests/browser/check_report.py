@@ -49,8 +49,8 @@ MAX_SHOT_H = 16000  # Chromium cannot composite much taller surfaces
 
 # chart id -> series the chart must hold (None: histogram of rect.bar)
 CHARTS = {
-    "chart-equity": ("policy", "buy-and-hold"),
-    "chart-drawdown": ("policy", "buy-and-hold"),
+    "chart-equity": ("policy", "buy-and-hold", "flat", "sign-of-ofi"),
+    "chart-drawdown": ("policy", "buy-and-hold", "flat", "sign-of-ofi"),
     "chart-position": ("policy",),
     "chart-returns": None,
     "chart-loss": ("value",),
@@ -72,7 +72,8 @@ NOTICEABLE = 24            # max channel difference that counts as "differs"
 MIN_INK_FRACTION = 0.01    # share of a figure's pixels that must differ
 STROKE_TOLERANCE = 40      # max channel difference to a series' stroke colour
 MIN_STROKE_PIXELS = 20     # pixels of that colour the series must leave
-MIN_STROKE_SEPARATION = 48  # the two equity strokes must differ this much
+MIN_STROKE_SEPARATION = 48  # any two equity strokes must differ this much
+EQUITY_SERIES = CHARTS["chart-equity"]
 
 
 class BrowserError(Exception):
@@ -974,7 +975,7 @@ def check_equity_colours(hist, area, bg, f, rgb, scale, region, dom, fail, stats
     strokes = {}
     for s in series:
         name = s.get("name")
-        if name not in ("policy", "buy-and-hold") or name in strokes:
+        if name not in EQUITY_SERIES or name in strokes:
             continue
         col = parse_css_colour(s.get("stroke"))
         if col is None or col[3] == 0:
@@ -990,11 +991,14 @@ def check_equity_colours(hist, area, bg, f, rgb, scale, region, dom, fail, stats
         if n < MIN_STROKE_PIXELS:
             fail("screenshot", "#chart-equity series %r: its stroke colour #%02x%02x%02x appears in only %d "
                  "pixel(s) of the screenshot, need >= %d" % ((name,) + seen + (n, MIN_STROKE_PIXELS)))
-    if len(strokes) == 2:
-        a, b = strokes["policy"], strokes["buy-and-hold"]
-        if cdist(a, b) < MIN_STROKE_SEPARATION:
-            fail("screenshot", "#chart-equity: series 'policy' (#%02x%02x%02x) and 'buy-and-hold' "
-                 "(#%02x%02x%02x) are drawn in (nearly) the same colour" % (a + b))
+    names = sorted(strokes)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            a, b = strokes[first], strokes[second]
+            if cdist(a, b) < MIN_STROKE_SEPARATION:
+                fail("screenshot", "#chart-equity: series %r (#%02x%02x%02x) and %r "
+                     "(#%02x%02x%02x) are drawn in (nearly) the same colour"
+                     % ((first,) + a + (second,) + b))
 
 
 # --------------------------------------------------------------------------

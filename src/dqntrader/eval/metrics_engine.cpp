@@ -12,36 +12,93 @@ namespace {
 using compat::max_double;
 namespace kmath = compat::kmath;
 
+// A signed number kept as its sign and the logarithm of its magnitude, value = sign *
+// exp(log), so that products of many bar factors never overflow or underflow: equity is
+// carried this way. Zero has sign 0 (log -inf); the identities of a running maximum and
+// minimum are -inf (sign -1, log +inf) and +inf (sign +1, log +inf).
+struct SignedLog {
+  double log;
+  int sign;
+};
+
+KOKKOS_INLINE_FUNCTION SignedLog times(const SignedLog& a, const SignedLog& b) {
+  if (a.sign == 0 || b.sign == 0)
+    return SignedLog{-compat::infinity(), 0};
+  return SignedLog{a.log + b.log, a.sign * b.sign};
+}
+
+KOKKOS_INLINE_FUNCTION bool less(const SignedLog& a, const SignedLog& b) {
+  if (a.sign != b.sign)
+    return a.sign < b.sign;
+  return a.sign > 0 ? a.log < b.log : (a.sign < 0 ? a.log > b.log : false);
+}
+
+// 1 + r for a bar's net return r, its logarithm taken as log1p(r) (exact for small r).
+KOKKOS_INLINE_FUNCTION SignedLog growth(double r) {
+  if (r > -1.0)
+    return SignedLog{kmath::log1p(r), 1};
+  if (r == -1.0)
+    return SignedLog{-compat::infinity(), 0};
+  return SignedLog{kmath::log(-1.0 - r), -1};
+}
+
+// a / b - 1 for b > 0: the drawdown of equity a below its peak b.
+KOKKOS_INLINE_FUNCTION double ratio_minus_one(const SignedLog& a, const SignedLog& b) {
+  const double log = a.log - b.log;
+  return a.sign > 0 ? kmath::expm1(log) : (a.sign == 0 ? -1.0 : -kmath::exp(log) - 1.0);
+}
+
+KOKKOS_INLINE_FUNCTION double value_of(const SignedLog& a) {
+  return a.sign == 0 ? 0.0 : a.sign * kmath::exp(a.log);
+}
+
 // A segment of bars, summarised so that segments compose associatively:
 //  - equity: prod = product of (1 + r) over the segment; high/low = largest/smallest
-//    running product at any bar of the segment (relative to the segment's start);
+//    running product at any bar of the segment (relative to the segment's start), each a
+//    SignedLog;
 //  - trades: a segmented sum that restarts where a trade opens.
 // Composition is not commutative, and Kokkos' scans may join partial results in either
 // order (the CUDA backend does), so each segment carries the index of its first bar and
 // combine() orders its operands by it: the join is then commutative by construction.
 struct Segment {
-  double prod, high, low, trade;
+  double prod_log, high_log, low_log, trade;
   long long first;  // index of the segment's first bar; the empty segment has max
-  int restart;
+  int prod_sign, high_sign, low_sign, restart;
 };
 
 constexpr long long empty_first = 0x7fffffffffffffffLL;
 
+KOKKOS_INLINE_FUNCTION SignedLog prod_of(const Segment& s) {
+  return SignedLog{s.prod_log, s.prod_sign};
+}
+KOKKOS_INLINE_FUNCTION SignedLog high_of(const Segment& s) {
+  return SignedLog{s.high_log, s.high_sign};
+}
+KOKKOS_INLINE_FUNCTION SignedLog low_of(const Segment& s) {
+  return SignedLog{s.low_log, s.low_sign};
+}
+
 KOKKOS_INLINE_FUNCTION Segment identity_segment() {
-  return Segment{1.0, -max_double, max_double, 0.0, empty_first, 0};
+  const double inf = compat::infinity();
+  return Segment{0.0, inf, inf, 0.0, empty_first, 1, -1, 1, 0};
 }
 
 KOKKOS_INLINE_FUNCTION Segment combine(const Segment& x, const Segment& y) {
   const Segment& earlier = x.first <= y.first ? x : y;
   const Segment& later = x.first <= y.first ? y : x;
+  const SignedLog prod = prod_of(earlier);
+  const SignedLog scaled_high = times(prod, prod.sign >= 0 ? high_of(later) : low_of(later));
+  const SignedLog scaled_low = times(prod, prod.sign >= 0 ? low_of(later) : high_of(later));
+  const SignedLog total = times(prod, prod_of(later));
+  const SignedLog high = less(high_of(earlier), scaled_high) ? scaled_high : high_of(earlier);
+  const SignedLog low = less(scaled_low, low_of(earlier)) ? scaled_low : low_of(earlier);
   Segment s;
-  s.prod = earlier.prod * later.prod;
-  const double scaled_high =
-      earlier.prod >= 0.0 ? earlier.prod * later.high : earlier.prod * later.low;
-  const double scaled_low =
-      earlier.prod >= 0.0 ? earlier.prod * later.low : earlier.prod * later.high;
-  s.high = earlier.high > scaled_high ? earlier.high : scaled_high;
-  s.low = earlier.low < scaled_low ? earlier.low : scaled_low;
+  s.prod_log = total.log;
+  s.prod_sign = total.sign;
+  s.high_log = high.log;
+  s.high_sign = high.sign;
+  s.low_log = low.log;
+  s.low_sign = low.sign;
   s.trade = later.restart ? later.trade : earlier.trade + later.trade;
   s.restart = earlier.restart | later.restart;
   s.first = earlier.first;
@@ -50,16 +107,20 @@ KOKKOS_INLINE_FUNCTION Segment combine(const Segment& x, const Segment& y) {
 
 template <class V>
 KOKKOS_INLINE_FUNCTION Segment load(V& v) {
-  return Segment{v.prod, v.high, v.low, v.trade, v.first, v.restart};
+  return Segment{v.prod_log,  v.high_log,  v.low_log,  v.trade,  v.first,
+                 v.prod_sign, v.high_sign, v.low_sign, v.restart};
 }
 
 template <class V>
 KOKKOS_INLINE_FUNCTION void assign(V& v, const Segment& s) {
-  v.prod = s.prod;
-  v.high = s.high;
-  v.low = s.low;
+  v.prod_log = s.prod_log;
+  v.high_log = s.high_log;
+  v.low_log = s.low_log;
   v.trade = s.trade;
   v.first = s.first;
+  v.prod_sign = s.prod_sign;
+  v.high_sign = s.high_sign;
+  v.low_sign = s.low_sign;
   v.restart = s.restart;
 }
 
@@ -97,11 +158,12 @@ struct BarInputs {
   }
 };
 
-// The inclusive scan over bars: equity, drawdown and the pnl of every trade that closes.
+// The inclusive scan over bars: equity (and its logarithm), drawdown and the pnl of every
+// trade that closes.
 struct EquityScan {
   using value_type = Segment;
   BarInputs in;
-  Kokkos::View<double*, DeviceMemory> returns, equity, drawdown, trade_pnl;
+  Kokkos::View<double*, DeviceMemory> returns, equity, log_equity, drawdown, trade_pnl;
   std::size_t n;
 
   KOKKOS_INLINE_FUNCTION void init(Segment& v) const { v = identity_segment(); }
@@ -118,11 +180,10 @@ struct EquityScan {
       trade_pnl(i) =
           b.closes ? update.trade - in.cost * kmath::fabs(b.previous) : compat::quiet_nan();
     }
+    const SignedLog x = growth(b.net_return);
     Segment element;
-    const double x = 1.0 + b.net_return;
-    element.prod = x;
-    element.high = x;
-    element.low = x;
+    element.prod_log = element.high_log = element.low_log = x.log;
+    element.prod_sign = element.high_sign = element.low_sign = x.sign;
     // The bar's contribution to the trade held over it: the price move, minus the part of
     // this bar's cost that belongs to that trade (on a flip, c |p_t| for the new trade).
     const double flip_cost = in.cost * kmath::fabs(b.p);
@@ -133,9 +194,12 @@ struct EquityScan {
     update = inclusive;
     if (final) {
       returns(i) = b.net_return;
-      equity(i) = inclusive.prod;
-      const double peak = inclusive.high > 1.0 ? inclusive.high : 1.0;  // E_0 = 1 counts
-      drawdown(i) = inclusive.prod / peak - 1.0;
+      const SignedLog e = prod_of(inclusive);
+      equity(i) = value_of(e);  // +-inf beyond the range of a double; log_equity holds it
+      log_equity(i) = e.log;
+      const SignedLog one{0.0, 1};  // E_0 = 1 counts
+      const SignedLog peak = less(high_of(inclusive), one) ? one : high_of(inclusive);
+      drawdown(i) = ratio_minus_one(e, peak);
     }
   }
 };
@@ -232,7 +296,7 @@ struct SecondPass {
 
 struct Finalize {
   Kokkos::View<const MetricSums, DeviceMemory> sums;
-  Kokkos::View<const double*, DeviceMemory> equity;
+  Kokkos::View<const double*, DeviceMemory> equity, log_equity;
   Kokkos::View<const double, DeviceMemory> squares;
   Kokkos::View<WindowMetrics*, DeviceMemory> results;
   std::size_t slot, n;
@@ -244,10 +308,16 @@ struct Finalize {
     WindowMetrics m;
     m.bars = static_cast<std::int64_t>(n);
     const double count = static_cast<double>(n);
-    const double final_equity = n > 0 ? equity(n - 1) : 1.0;
-    m.total_return = final_equity - 1.0;
-    m.cagr =
-        n > 0 && final_equity > 0.0 ? kmath::pow(final_equity, bars_per_year / count) - 1.0 : nan;
+    // E_N / E_0 from its sign and logarithm: finite metrics wherever the true values are.
+    const SignedLog final_equity = n > 0 ? SignedLog{log_equity(n - 1), equity(n - 1) > 0.0   ? 1
+                                                                        : equity(n - 1) < 0.0 ? -1
+                                                                                              : 0}
+                                         : SignedLog{0.0, 1};
+    m.log_return = final_equity.sign > 0 ? final_equity.log
+                                         : (final_equity.sign == 0 ? -compat::infinity() : nan);
+    m.total_return = ratio_minus_one(final_equity, SignedLog{0.0, 1});
+    m.cagr = n > 0 && final_equity.sign > 0 ? kmath::expm1(final_equity.log * bars_per_year / count)
+                                            : nan;
     const double mean = n > 0 ? s.sum_excess / count : nan;
     const double stdev = n > 1 ? kmath::sqrt(squares() / (count - 1.0)) : nan;
     const double root_a = kmath::sqrt(bars_per_year);
@@ -291,6 +361,8 @@ MetricsEngine::MetricsEngine(const ExecSpace& space,
                   config.positions.size()),
       m_returns(Kokkos::view_alloc(space, std::string("dqntrader::eval::returns")), max_returns),
       m_equity(Kokkos::view_alloc(space, std::string("dqntrader::eval::equity")), max_returns),
+      m_log_equity(Kokkos::view_alloc(space, std::string("dqntrader::eval::log_equity")),
+                   max_returns),
       m_drawdown(Kokkos::view_alloc(space, std::string("dqntrader::eval::drawdown")), max_returns),
       m_trade_pnl(Kokkos::view_alloc(space, std::string("dqntrader::eval::trade_pnl")),
                   max_returns),
@@ -317,10 +389,11 @@ void MetricsEngine::enqueue(const ExecSpace& space, std::size_t begin,
   const BarInputs in{m_close, m_positions, path, begin, m_config.cost};
   auto returns = Kokkos::subview(m_returns, std::make_pair(std::size_t{0}, n));
   auto equity = Kokkos::subview(m_equity, std::make_pair(std::size_t{0}, n));
+  auto log_equity = Kokkos::subview(m_log_equity, std::make_pair(std::size_t{0}, n));
   auto drawdown = Kokkos::subview(m_drawdown, std::make_pair(std::size_t{0}, n));
   auto trade_pnl = Kokkos::subview(m_trade_pnl, std::make_pair(std::size_t{0}, n));
   Kokkos::parallel_scan("dqntrader::eval::equity_scan", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                        EquityScan{in, returns, equity, drawdown, trade_pnl, n});
+                        EquityScan{in, returns, equity, log_equity, drawdown, trade_pnl, n});
   Kokkos::parallel_reduce("dqntrader::eval::first_pass",
                           Kokkos::RangePolicy<ExecSpace>(space, 0, n),
                           FirstPass{in, returns, drawdown, trade_pnl, m_config.risk_free}, m_sums);
@@ -329,7 +402,7 @@ void MetricsEngine::enqueue(const ExecSpace& space, std::size_t begin,
       SecondPass{returns, m_sums, m_config.risk_free, static_cast<double>(n)}, m_squares);
   Kokkos::parallel_for(
       "dqntrader::eval::finalize", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
-      Finalize{m_sums, equity, m_squares, results, slot, n, m_config.bars_per_year});
+      Finalize{m_sums, equity, log_equity, m_squares, results, slot, n, m_config.bars_per_year});
 }
 
 PathDetail MetricsEngine::detail(const ExecSpace& space, std::size_t begin,
@@ -347,6 +420,8 @@ PathDetail MetricsEngine::detail(const ExecSpace& space, std::size_t begin,
   detail.returns = copy(m_returns);
   detail.equity = copy(m_equity);
   detail.equity.insert(detail.equity.begin(), 1.0);
+  detail.log_equity = copy(m_log_equity);
+  detail.log_equity.insert(detail.log_equity.begin(), 0.0);
   auto path_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), path);
   detail.positions.resize(n);
   for (std::size_t i = 0; i < n; ++i)

@@ -17,9 +17,10 @@ using PositionPath = Kokkos::View<std::int8_t*, DeviceMemory>;
 
 /// Equity, positions and net returns of one path, on the host, for reports.
 struct PathDetail {
-  std::vector<double> equity;     // E_0 = 1 .. E_N: N + 1 values
-  std::vector<double> positions;  // p_0 .. p_{N-1}
-  std::vector<double> returns;    // r_1 .. r_N
+  std::vector<double> equity;      // E_0 = 1 .. E_N: N + 1 values (+-inf beyond a double's range)
+  std::vector<double> log_equity;  // log |E_t|, N + 1 values, finite wherever E_t is not 0
+  std::vector<double> positions;   // p_0 .. p_{N-1}
+  std::vector<double> returns;     // r_1 .. r_N
 };
 
 /// Sums the metrics are made from (internal to the engine; public for its kernels).
@@ -56,7 +57,7 @@ class MetricsEngine {
   BacktestConfig m_config;
   Kokkos::View<const double*, DeviceMemory> m_close;
   Kokkos::View<double*, DeviceMemory> m_positions;  // the position of each action
-  Kokkos::View<double*, DeviceMemory> m_returns, m_equity, m_drawdown, m_trade_pnl;
+  Kokkos::View<double*, DeviceMemory> m_returns, m_equity, m_log_equity, m_drawdown, m_trade_pnl;
   Kokkos::View<MetricSums, DeviceMemory> m_sums;
   Kokkos::View<double, DeviceMemory> m_squares;
 };

@@ -4,6 +4,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/transfer.hpp"
 
 namespace dqntrader::eval {
 
@@ -87,6 +88,26 @@ Kokkos::View<std::int8_t*, DeviceMemory> builtin_path(const ExecSpace& space, Bu
     Kokkos::deep_copy(space, path, held);
   }
   return path;
+}
+
+BuiltinEvaluator::BuiltinEvaluator(const ExecSpace& space, const data::Bars& bars,
+                                   const BacktestConfig& config, std::size_t max_returns)
+    : m_space(space),
+      m_config(config),
+      m_close(upload(space, bars.close, "dqntrader::eval::builtin_close")),
+      m_ofi(upload(space, bars.ofi, "dqntrader::eval::builtin_ofi")),
+      m_paths(space, m_close, config, max_returns) {
+  m_policies = {BuiltinPolicy::buy_and_hold, BuiltinPolicy::flat};
+  if (!bars.ofi.empty())
+    m_policies.push_back(BuiltinPolicy::sign_of_ofi);
+}
+
+WindowMetrics BuiltinEvaluator::evaluate(BuiltinPolicy policy, const BarRange& window) {
+  return m_paths.evaluate(window.begin, builtin_path(m_space, policy, m_ofi, window, m_config));
+}
+
+PathDetail BuiltinEvaluator::detail(BuiltinPolicy policy, const BarRange& window) {
+  return m_paths.detail(window.begin, builtin_path(m_space, policy, m_ofi, window, m_config));
 }
 
 }  // namespace dqntrader::eval

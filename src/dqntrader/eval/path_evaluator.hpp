@@ -2,7 +2,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "dqntrader/data/bars.hpp"
 #include "dqntrader/eval/backtest_config.hpp"
 #include "dqntrader/eval/metrics_engine.hpp"
 
@@ -40,5 +42,27 @@ Kokkos::View<std::int8_t*, DeviceMemory> builtin_path(const ExecSpace& space, Bu
                                                       Kokkos::View<const double*, DeviceMemory> ofi,
                                                       const BarRange& window,
                                                       const BacktestConfig& config);
+
+/// The built-in policies on one market's bars, whose closes and ofi it uploads once: the
+/// baselines a trained policy is compared with.
+class BuiltinEvaluator {
+ public:
+  /// max_returns: the longest window to serve.
+  BuiltinEvaluator(const ExecSpace& space, const data::Bars& bars, const BacktestConfig& config,
+                   std::size_t max_returns);
+
+  /// buy-and-hold and flat, and sign-of-ofi when the bars have ofi.
+  const std::vector<BuiltinPolicy>& policies() const { return m_policies; }
+
+  WindowMetrics evaluate(BuiltinPolicy policy, const BarRange& window);
+  PathDetail detail(BuiltinPolicy policy, const BarRange& window);
+
+ private:
+  ExecSpace m_space;
+  BacktestConfig m_config;
+  std::vector<BuiltinPolicy> m_policies;
+  Kokkos::View<double*, DeviceMemory> m_close, m_ofi;
+  PathEvaluator m_paths;
+};
 
 }  // namespace dqntrader::eval

@@ -12,6 +12,7 @@ namespace dqntrader::eval {
 struct WindowMetrics {
   std::int64_t bars = 0;  // N, bar returns in the window
   double total_return = 0;
+  double log_return = 0;  // log(E_N / E_0): finite where total_return overflows
   double cagr = 0;
   double annual_volatility = 0;
   double sharpe = 0;

@@ -17,6 +17,7 @@ nlohmann::json to_json(const eval::WindowMetrics& m) {
   nlohmann::json j;
   j["bars"] = m.bars;
   j["total_return"] = json_number(m.total_return);
+  j["log_return"] = json_number(m.log_return);
   j["cagr"] = json_number(m.cagr);
   j["annual_volatility"] = json_number(m.annual_volatility);
   j["sharpe"] = json_number(m.sharpe);
@@ -37,6 +38,7 @@ const MetricDefinition* metric_definitions(std::size_t& count) {
   static const MetricDefinition definitions[] = {
       {"bars", "N, the number of bar returns in the window"},
       {"total_return", "E_N / E_0 - 1"},
+      {"log_return", "log(E_N / E_0); NaN if E_N < 0, -inf if E_N = 0"},
       {"cagr", "(E_N / E_0)^(A / N) - 1"},
       {"annual_volatility", "std(r, ddof=1) * sqrt(A)"},
       {"sharpe", "mean(r - rf) / std(r - rf, ddof=1) * sqrt(A); NaN if N < 2 or std = 0"},
@@ -67,6 +69,16 @@ std::string format_metric(double value, int precision) {
     return value > 0 ? "inf" : "-inf";
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
+  return buffer;
+}
+
+std::string format_percent(double fraction) {
+  if (std::isnan(fraction))
+    return "nan";
+  if (std::isinf(fraction))
+    return fraction > 0 ? "+inf%" : "-inf%";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%+.3g%%", 100.0 * fraction);
   return buffer;
 }
 

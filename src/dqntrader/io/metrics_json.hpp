@@ -25,4 +25,8 @@ const MetricDefinition* metric_definitions(std::size_t& count);
 /// "1.234", "nan" or "inf", for tables.
 std::string format_metric(double value, int precision = 6);
 
+/// A fraction as a signed percentage in three significant digits: "+12.3%", "-0.52%",
+/// "+1.46e+05%"; "nan" and "+inf%" for what is not a number or infinite.
+std::string format_percent(double fraction);
+
 }  // namespace dqntrader::io

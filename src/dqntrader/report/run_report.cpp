@@ -135,15 +135,11 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
     report.policy_metrics = evaluator.evaluate(parameters);
     report.policy = evaluator.path_detail(parameters);
   }
-  // Buy-and-hold on the same bars.
-  {
-    const auto close = upload(space, bars.close, "dqntrader::report::close");
-    const auto ofi = upload(space, bars.ofi, "dqntrader::report::ofi");
-    const auto path =
-        eval::builtin_path(space, eval::BuiltinPolicy::buy_and_hold, ofi, window, backtest);
-    eval::PathEvaluator evaluator(space, close, backtest, window.returns());
-    report.buy_and_hold_metrics = evaluator.evaluate(window.begin, path);
-    report.buy_and_hold = evaluator.detail(window.begin, path);
+  // The built-in policies on the same bars.
+  eval::BuiltinEvaluator builtins(space, bars, backtest, window.returns());
+  for (const eval::BuiltinPolicy p : builtins.policies()) {
+    report.baselines.push_back(
+        {eval::to_string(p), builtins.detail(p, window), builtins.evaluate(p, window)});
   }
   return report;
 }
@@ -151,16 +147,37 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
 namespace {
 
 constexpr const char* policy_colour = "#1f5fbf";
-constexpr const char* baseline_colour = "#d9822b";
 
-// Drawdown after each equity value: E_t / max(E_0 .. E_t) - 1.
-std::vector<double> drawdowns(const std::vector<double>& equity) {
-  std::vector<double> out(equity.size());
-  double peak = -std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < equity.size(); ++i) {
-    peak = std::max(peak, equity[i]);
-    out[i] = equity[i] / peak - 1.0;
+const char* baseline_colour(const std::string& policy) {
+  if (policy == "buy-and-hold")
+    return "#d9822b";
+  if (policy == "sign-of-ofi")
+    return "#2a9d4b";
+  return "#8c8c8c";  // flat
+}
+
+// Drawdown after each equity value, E_t / max(E_0 .. E_t) - 1, from the log of equity where
+// equity is positive (equity past the largest double is drawn too). The peak is positive:
+// E_0 = 1 is part of it.
+std::vector<double> drawdowns(const eval::PathDetail& path) {
+  std::vector<double> out(path.equity.size());
+  double peak = 0.0;  // log of the peak
+  for (std::size_t i = 0; i < path.equity.size(); ++i) {
+    if (path.equity[i] > 0.0) {
+      peak = std::max(peak, path.log_equity[i]);
+      out[i] = std::expm1(path.log_equity[i] - peak);
+    } else {
+      out[i] = path.equity[i] / std::exp(peak) - 1.0;
+    }
   }
+  return out;
+}
+
+// log10 of equity where it is positive (NaN, a gap, elsewhere).
+std::vector<double> log10_equity(const eval::PathDetail& path) {
+  std::vector<double> out(path.equity.size());
+  for (std::size_t i = 0; i < path.equity.size(); ++i)
+    out[i] = path.equity[i] > 0.0 ? path.log_equity[i] / std::log(10.0) : nan;
   return out;
 }
 
@@ -240,26 +257,39 @@ std::string render_html(const RunReport& r) {
   {
     LineChart chart;
     chart.id = "equity";
-    chart.title = "Equity (E_0 = 1): best policy and buy-and-hold";
+    chart.title = "Equity (E_0 = 1): best policy and the built-in policies";
     chart.x = {"time (UTC)", true};
     chart.y.label = "equity";
-    // Growth over orders of magnitude reads on a log axis.
+    std::vector<const eval::PathDetail*> paths = {&r.policy};
+    for (const BaselineCurve& b : r.baselines)
+      paths.push_back(&b.path);
+    // Growth over orders of magnitude reads on a log axis; growth past the largest double
+    // (equity +inf) is drawn as log10 of equity, from its logarithm.
     double lo = std::numeric_limits<double>::infinity(), hi = 0;
-    for (const std::vector<double>* e : {&r.policy.equity, &r.buy_and_hold.equity}) {
-      for (double v : *e) {
+    bool overflowed = false;
+    for (const eval::PathDetail* p : paths) {
+      for (double v : p->equity) {
+        overflowed = overflowed || std::isinf(v);
         if (v > 0 && std::isfinite(v)) {
           lo = std::min(lo, v);
           hi = std::max(hi, v);
         }
       }
     }
-    if (hi > 100 * lo) {
+    auto values = [&](const eval::PathDetail& p) {
+      return overflowed ? log10_equity(p) : p.equity;
+    };
+    if (overflowed) {
+      chart.y.label = "log10 equity";
+      chart.title += " (log10 of equity, which passes the largest double)";
+    } else if (hi > 100 * lo) {
       chart.y.log = true;
       chart.y.label = "equity (log scale)";
       chart.title += " (log scale)";
     }
-    chart.series.push_back({"policy", policy_colour, time, r.policy.equity});
-    chart.series.push_back({"buy-and-hold", baseline_colour, time, r.buy_and_hold.equity});
+    chart.series.push_back({"policy", policy_colour, time, values(r.policy)});
+    for (const BaselineCurve& b : r.baselines)
+      chart.series.push_back({b.policy, baseline_colour(b.policy), time, values(b.path)});
     out << render(chart);
   }
   {
@@ -268,9 +298,9 @@ std::string render_html(const RunReport& r) {
     chart.title = "Drawdown: E_t / max(E_0 .. E_t) - 1";
     chart.x = {"time (UTC)", true};
     chart.y.label = "drawdown";
-    chart.series.push_back({"policy", policy_colour, time, drawdowns(r.policy.equity)});
-    chart.series.push_back(
-        {"buy-and-hold", baseline_colour, time, drawdowns(r.buy_and_hold.equity)});
+    chart.series.push_back({"policy", policy_colour, time, drawdowns(r.policy)});
+    for (const BaselineCurve& b : r.baselines)
+      chart.series.push_back({b.policy, baseline_colour(b.policy), time, drawdowns(b.path)});
     out << render(chart);
   }
   {
@@ -294,10 +324,14 @@ std::string render_html(const RunReport& r) {
     h.colour = policy_colour;
     out << render(h);
   }
-  out << "<p class=\"meta\">Buy-and-hold over the same bars: total return "
-      << io::format_metric(r.buy_and_hold_metrics.total_return) << ", Sharpe "
-      << io::format_metric(r.buy_and_hold_metrics.sharpe) << ", max drawdown "
-      << io::format_metric(r.buy_and_hold_metrics.max_drawdown) << ".</p>\n";
+  out << "<p class=\"meta\">The built-in policies over the same bars:";
+  for (const BaselineCurve& b : r.baselines) {
+    out << (&b == &r.baselines.front() ? " " : "; ") << escape_html(b.policy) << " total return "
+        << io::format_metric(b.metrics.total_return) << ", Sharpe "
+        << io::format_metric(b.metrics.sharpe) << ", max drawdown "
+        << io::format_metric(b.metrics.max_drawdown);
+  }
+  out << ".</p>\n";
 
   out << "<h2>Metrics of the best policy</h2>\n<table id=\"metrics\">\n"
       << "<tr><th>metric</th><th>value</th><th>definition</th></tr>\n";

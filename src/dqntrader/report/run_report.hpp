@@ -1,6 +1,7 @@
 // The run report: one self-contained HTML file (inline CSS and SVG, no script, no external
 // resource) about a training run directory: the best policy on the validation window against
-// buy-and-hold (equity, drawdown, position, distribution of bar returns), the per-epoch
+// the built-in baselines (equity and drawdown beside buy-and-hold, flat and, with ofi,
+// sign-of-ofi; the policy's position and distribution of bar returns), the per-epoch
 // training curves (loss, mean Q, epsilon, validation Sharpe, epoch time) and the metrics
 // table with each metric's definition.
 #pragma once
@@ -21,6 +22,13 @@ struct EpochPoint {
   double seconds = 0;  // training plus validation
 };
 
+/// A built-in policy on the validation window.
+struct BaselineCurve {
+  std::string policy;  // buy-and-hold, flat, sign-of-ofi
+  eval::PathDetail path;
+  eval::WindowMetrics metrics;
+};
+
 struct RunReport {
   std::string run_directory;
   std::string data_source;                  // where the validation bars came from
@@ -28,16 +36,17 @@ struct RunReport {
   std::size_t best_epoch = 0;               // the epoch best.dqnpolicy was saved after
   std::size_t first_bar = 0, last_bar = 0;  // the validation window, as bar indices
   std::vector<std::int64_t> timestamps_ms;  // the window's bars: E_0 .. E_N are at these times
-  eval::PathDetail policy, buy_and_hold;
-  eval::WindowMetrics policy_metrics, buy_and_hold_metrics;
+  eval::PathDetail policy;
+  eval::WindowMetrics policy_metrics;
+  std::vector<BaselineCurve> baselines;  // buy-and-hold, flat and, with ofi, sign-of-ofi
   std::vector<EpochPoint> epochs;
 };
 
 /// Reads run_directory (config.json, metrics.jsonl, timings.jsonl, best.dqnpolicy,
 /// best.dqnckpt), loads the run's data again (data_override replaces the data file's path
 /// when it is not empty; the data must be what the run trained on) and evaluates the best
-/// policy and buy-and-hold on the validation window on the device. InputError for a missing
-/// or malformed file.
+/// policy and the built-in policies on the validation window on the device. InputError for a
+/// missing or malformed file.
 RunReport collect_run_report(const ExecSpace& space, const std::string& run_directory,
                              const std::string& data_override = "");
 

@@ -99,6 +99,7 @@ class DqnTrainer::Engine {
   data::FeatureStats stats;
   std::vector<double> positions = {-1.0, 0.0, 1.0};
   std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0, vaccine_bars = 0;
+  std::vector<eval::BarRange> windows;  // walk-forward validation windows
 };
 
 namespace {
@@ -221,7 +222,7 @@ class EngineImpl final : public DqnTrainer::Engine {
         space, val_features, stats, network, eval::BarRange{val_begin, val_end}, backtest);
     const std::size_t span = (val_end - val_begin) / c.val_windows;
     for (std::size_t w = 0; w < c.val_windows; ++w) {
-      m_windows.push_back(
+      windows.push_back(
           {val_begin + w * span, w + 1 == c.val_windows ? val_end : val_begin + (w + 1) * span});
     }
     compat::fence(space, "dqntrader::train: setup uploads finish before the host vectors go");
@@ -280,8 +281,8 @@ class EngineImpl final : public DqnTrainer::Engine {
 
   std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) override {
     const auto device = upload(m_space, parameters, "dqntrader::train::validate");
-    return m_windows.size() == 1 ? std::vector<eval::WindowMetrics>{m_evaluator->evaluate(device)}
-                                 : m_evaluator->walk_forward(device, m_windows);
+    return windows.size() == 1 ? std::vector<eval::WindowMetrics>{m_evaluator->evaluate(device)}
+                               : m_evaluator->walk_forward(device, windows);
   }
 
   std::vector<float> parameters() const override {
@@ -406,9 +407,9 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   std::vector<eval::WindowMetrics> validate_online() {
-    if (m_windows.size() == 1)
+    if (windows.size() == 1)
       return {m_evaluator->evaluate_graphed(m_online)};
-    return m_evaluator->walk_forward(m_online, m_windows);
+    return m_evaluator->walk_forward(m_online, windows);
   }
 
   // Takes up to `left` steps and returns how many: one recorded cycle of graph_steps steps
@@ -607,7 +608,6 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<nn::Adam> m_adam;
   std::unique_ptr<TrainingGuard> m_guard;
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
-  std::vector<eval::BarRange> m_windows;
   replay::Batch m_batch;
   StridedMatrix<T> m_states;  // [s; s'; the environments' states], rows_with_ones
   Matrix<float> m_q_online;   // the online network's Q-values
@@ -714,6 +714,12 @@ std::pair<std::size_t, std::size_t> DqnTrainer::training_window() const {
 }
 std::pair<std::size_t, std::size_t> DqnTrainer::validation_window() const {
   return {m_engine->val_begin, m_engine->val_end};
+}
+const std::vector<eval::BarRange>& DqnTrainer::validation_windows() const {
+  return m_engine->windows;
+}
+const std::vector<double>& DqnTrainer::positions() const {
+  return m_engine->positions;
 }
 std::size_t DqnTrainer::vaccine_bars() const {
   return m_engine->vaccine_bars;

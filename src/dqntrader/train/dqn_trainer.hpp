@@ -108,6 +108,11 @@ class DqnTrainer {
   /// Training and validation bar ranges (validation in the validation data when separate).
   std::pair<std::size_t, std::size_t> training_window() const;
   std::pair<std::size_t, std::size_t> validation_window() const;
+  /// The walk-forward validation windows (one unless val_windows says more), in the bars the
+  /// validation runs on (the validation data when separate).
+  const std::vector<eval::BarRange>& validation_windows() const;
+  /// The position each action stands for.
+  const std::vector<double>& positions() const;
   std::size_t vaccine_bars() const;
 
   class Engine;

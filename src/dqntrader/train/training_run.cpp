@@ -19,6 +19,7 @@
 #include "dqntrader/core/hash.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/io/metrics_json.hpp"
@@ -255,6 +256,71 @@ void check_same_data(const RunData& data, const std::string& checkpoint_path) {
         "the data differ from the data this run was trained on (fingerprints do not match)");
 }
 
+std::vector<Baseline> evaluate_baselines(const ExecSpace& space, const data::Bars& validation_bars,
+                                         const std::vector<eval::BarRange>& windows,
+                                         const eval::BacktestConfig& config) {
+  std::size_t longest = 0;
+  for (const eval::BarRange& w : windows)
+    longest = std::max(longest, w.returns());
+  eval::BuiltinEvaluator builtins(space, validation_bars, config, longest);
+  std::vector<Baseline> baselines;
+  for (const eval::BuiltinPolicy policy : builtins.policies()) {
+    Baseline b;
+    b.policy = eval::to_string(policy);
+    double sharpe = 0.0;
+    for (const eval::BarRange& w : windows) {
+      b.windows.push_back(builtins.evaluate(policy, w));
+      sharpe += b.windows.back().sharpe;
+    }
+    b.validation_sharpe = sharpe / static_cast<double>(windows.size());
+    baselines.push_back(b);
+  }
+  return baselines;
+}
+
+nlohmann::json baselines_json(const std::vector<Baseline>& baselines) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Baseline& b : baselines) {
+    nlohmann::json record;
+    record["validation"] = io::to_json(b.windows.front());
+    record["validation_sharpe"] = io::json_number(b.validation_sharpe);
+    if (b.windows.size() > 1) {
+      nlohmann::json windows = nlohmann::json::array();
+      for (const auto& m : b.windows)
+        windows.push_back(io::to_json(m));
+      record["validation_windows"] = windows;
+    }
+    j[b.policy] = record;
+  }
+  return j;
+}
+
+namespace {
+
+// "0.98x sign-of-ofi (2.640), +1.899 over buy-and-hold (0.412)": a validation Sharpe against
+// the rule that knows the market's signal and against holding.
+std::string compared_with_baselines(double sharpe, const std::vector<Baseline>& baselines) {
+  std::string text;
+  for (const Baseline& b : baselines) {
+    if (b.policy == "sign-of-ofi" && std::isfinite(b.validation_sharpe) &&
+        b.validation_sharpe > 0) {
+      text += (text.empty() ? "" : ", ") + fixed(sharpe / b.validation_sharpe, 2) + "x " +
+              b.policy + " (" + fixed(b.validation_sharpe, 3) + ")";
+    }
+  }
+  for (const Baseline& b : baselines) {
+    if (b.policy == "buy-and-hold" && std::isfinite(b.validation_sharpe)) {
+      const double difference = sharpe - b.validation_sharpe;
+      text += (text.empty() ? "" : ", ") + std::string(difference >= 0 ? "+" : "") +
+              fixed(difference, 3) + " over " + b.policy + " (" + fixed(b.validation_sharpe, 3) +
+              ")";
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
 RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::ostream& log,
                        const ResumeOptions& resume) {
   TrainConfig config = given;
@@ -339,6 +405,19 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
       << (config.val_data.empty() ? "" : " of " + config.val_data) << "; network "
       << nn::describe(trainer.network()) << ", " << to_string(config.precision) << "; "
       << trainer.vaccine_bars() << " stress bars\n";
+  // The built-in policies on the same windows, once: what the epochs are measured against.
+  result.baselines = evaluate_baselines(
+      space, run_data.separate_validation() ? run_data.validation : bars,
+      trainer.validation_windows(), backtest_config(config, trainer.positions()));
+  io::write_file_atomically(dir + "baselines.json",
+                            baselines_json(result.baselines).dump(2) + "\n");
+  log << "baselines on the validation window:";
+  for (const Baseline& b : result.baselines) {
+    log << (&b == &result.baselines.front() ? " " : "; ") << b.policy << " sharpe "
+        << fixed(b.validation_sharpe, 3) << " return "
+        << io::format_percent(b.windows.front().total_return);
+  }
+  log << "\n";
 
   std::string fault_kind;
   std::size_t fault_epoch = 0;
@@ -394,9 +473,10 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
     log << "epoch " << r.epoch << "/" << config.epochs << "  loss " << fixed(r.loss, 5)
         << "  mean Q " << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3) << "  skipped "
         << r.skipped << "  restores " << r.restores << "  val sharpe "
-        << fixed(r.validation_sharpe, 3) << "  return " << fixed(v.total_return, 4) << "  drawdown "
-        << fixed(v.max_drawdown, 4) << "  time " << fixed(r.train_seconds, 2) << "s train + "
-        << fixed(r.validation_seconds, 2) << "s val" << (improved ? "  *best" : "") << "\n";
+        << fixed(r.validation_sharpe, 3) << "  return " << io::format_percent(v.total_return)
+        << "  drawdown " << io::format_percent(v.max_drawdown) << "  time "
+        << fixed(r.train_seconds, 2) << "s train + " << fixed(r.validation_seconds, 2) << "s val"
+        << (improved ? "  *best" : "") << "\n";
 
     if (r.consecutive_faults >= static_cast<std::int64_t>(config.fault_budget)) {
       nlohmann::json report = {
@@ -417,6 +497,7 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
     }
 
     result.epochs = epoch;
+    result.last_sharpe = r.validation_sharpe;
     if (improved) {
       result.best_sharpe = r.validation_sharpe;
       result.best_epoch = epoch;
@@ -458,9 +539,16 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
   io::PolicyFile last = trainer.policy(trainer.parameters());
   last.info = {{"epoch", result.epochs}};
   io::write_policy(dir + "last.dqnpolicy", last);
-  io::write_file_atomically(dir + "final_metrics.json", io::to_json(result.best).dump(2) + "\n");
+  nlohmann::json final_metrics = io::to_json(result.best);
+  nlohmann::json baselines = nlohmann::json::object();
+  for (const Baseline& b : result.baselines)
+    baselines[b.policy] = io::to_json(b.windows.front());
+  final_metrics["baselines"] = baselines;
+  io::write_file_atomically(dir + "final_metrics.json", final_metrics.dump(2) + "\n");
+  const std::string compared = compared_with_baselines(result.best_sharpe, result.baselines);
   log << "best validation Sharpe " << fixed(result.best_sharpe, 3) << " at epoch "
-      << result.best_epoch << "; run in " << config.out << "\n";
+      << result.best_epoch << (compared.empty() ? "" : ": " + compared) << "; run in " << config.out
+      << "\n";
   return result;
 }
 

@@ -7,27 +7,40 @@
 //   best.dqnckpt              the state after the best epoch
 //   best.dqnpolicy            the parameters with the best validation Sharpe so far
 //   last.dqnpolicy            the parameters after the last epoch
-//   final_metrics.json        the validation metrics of the best policy (DESIGN.md section 5 keys)
+//   baselines.json            the built-in policies' validation metrics (written at the start)
+//   final_metrics.json        the validation metrics of the best policy (DESIGN.md section 5
+//                             keys) and, under "baselines", those of the built-in policies
 //   fault_report.json         only when the fault budget stopped the run
 #pragma once
 
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/data/bars.hpp"
+#include "dqntrader/eval/backtest_config.hpp"
 #include "dqntrader/eval/window_metrics.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::train {
 
+/// A built-in policy on the run's validation windows.
+struct Baseline {
+  std::string policy;                        // buy-and-hold, flat, sign-of-ofi
+  std::vector<eval::WindowMetrics> windows;  // one per walk-forward window
+  double validation_sharpe = 0;              // mean over the windows, as the run's own
+};
+
 struct RunResult {
   std::size_t epochs = 0;
   std::size_t best_epoch = 0;
   double best_sharpe = 0;
+  double last_sharpe = 0;    // the validation Sharpe of the last epoch run
   eval::WindowMetrics best;  // validation metrics of the best policy (first window)
   bool stopped_early = false;
+  std::vector<Baseline> baselines;  // buy-and-hold, flat and, with ofi, sign-of-ofi
 };
 
 struct ResumeOptions {
@@ -51,6 +64,16 @@ RunData load_run_data(const TrainConfig& config);
 
 /// InputError unless data is what the checkpoint at path was trained on.
 void check_same_data(const RunData& data, const std::string& checkpoint_path);
+
+/// The built-in policies on the validation windows of validation_bars (the bars validation
+/// runs on), evaluated on the device once.
+std::vector<Baseline> evaluate_baselines(const ExecSpace& space, const data::Bars& validation_bars,
+                                         const std::vector<eval::BarRange>& windows,
+                                         const eval::BacktestConfig& config);
+
+/// Baselines as JSON: policy -> {"validation": metrics of the first window, "validation_sharpe",
+/// and "validation_windows" when there are several}, as metrics.jsonl records a policy.
+nlohmann::json baselines_json(const std::vector<Baseline>& baselines);
 
 /// Runs training as config says; progress and one summary line per epoch go to log.
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
