@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on built-in data: sets up a fresh Debian 12 machine, builds, trains an agent
-# on the built-in synthetic market (validating it on the device every epoch), then backtests
-# the best policy and the baselines on that market and writes the run's HTML report.
+# on the built-in synthetic market (validating it on the device every epoch, beside the
+# built-in policies), then backtests the best policy and the baselines together on the
+# validation window, which the agent never trained on, and writes the run's HTML report.
 # Everything lands in out/demo/.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -11,9 +12,15 @@ out=out/demo
 mkdir -p "$out"
 dqn=build/openmp/dqntrader
 "$dqn" train --seed 1 --out "$out/run"
-"$dqn" synth --bars 12000 --seed 1 --out "$out/bars.csv"  # the market train used
-for policy in buy-and-hold sign-of-ofi; do
-  "$dqn" backtest --data "$out/bars.csv" --policy "$policy" --json "$out/$policy.json"
-done
-"$dqn" backtest --data "$out/bars.csv" --weights "$out/run/best.dqnpolicy" --json "$out/agent.json"
+# The market train used (its size is in the run's config.json) and the validation window
+# (in final_metrics.json).
+read -r bars first last < <(python3 -c '
+import json, sys
+config = json.load(open(sys.argv[1] + "/config.json"))
+window = json.load(open(sys.argv[1] + "/final_metrics.json"))["validation_window"]
+print(config["synth-bars"], window["first_bar"], window["last_bar"])' "$out/run")
+"$dqn" synth --bars "$bars" --seed 1 --out "$out/bars.dqnbars"
+"$dqn" backtest --data "$out/bars.dqnbars" --weights "$out/run/best.dqnpolicy" \
+  --policy buy-and-hold --policy flat --policy sign-of-ofi --from "$first" --to "$last" \
+  --json "$out/backtest.json"
 "$dqn" report "$out/run"  # out/demo/run/report.html

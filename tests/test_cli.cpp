@@ -14,6 +14,7 @@
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 #include "test_support.hpp"
@@ -63,7 +64,12 @@ TEST_F(Cli, BacktestOfABuiltinPolicyWritesExactlyTheMetricKeys) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("sharpe"), std::string::npos);
   std::ifstream in(path("m.json"));
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json all = nlohmann::json::parse(in);
+  ASSERT_TRUE(all.is_array());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0]["policy"], "sign-of-ofi");
+  EXPECT_EQ(all[0]["window"], (nlohmann::json{{"first_bar", 0}, {"last_bar", 799}}));
+  const nlohmann::json& j = all[0]["metrics"];
   const std::vector<std::string> keys = {
       "annual_volatility", "bars",          "cagr",          "calmar",  "expectancy", "exposure",
       "log_return",        "max_drawdown",  "profit_factor", "sharpe",  "sortino",    "total_cost",
@@ -126,6 +132,104 @@ TEST_F(Cli, BacktestOfAPolicyFile) {
       << r.out;
 }
 
+// The JSON array a backtest writes, read back.
+nlohmann::json json_file(const std::string& file) {
+  std::ifstream in(file);
+  return nlohmann::json::parse(in);
+}
+
+// Several policies in one call (two trained networks, evaluated in one pass, and two built-in
+// policies beside them) give each the metrics it gets alone, on a window chosen by bar index
+// or by timestamp, and walk-forward windows give each part's metrics.
+TEST_F(Cli, BacktestsSeveralPoliciesTogetherOnAChosenWindowAndItsParts) {
+  ASSERT_EQ(run("synth --bars 2600 --seed 4 --out " + path("bars.csv")).code, 0);
+  for (const char* seed : {"1", "2"}) {
+    ASSERT_EQ(run(std::string("train --data ") + path("bars.csv") +
+                  " --epochs 1 --steps-per-epoch 30 --learning-starts 256 --hidden 16 --seed " +
+                  seed + " --out " + path(std::string("run") + seed))
+                  .code,
+              0);
+  }
+  const std::string data = "backtest --data " + path("bars.csv") + " ";
+  const std::string a = path("run1/best.dqnpolicy"), b = path("run2/best.dqnpolicy");
+  const Result together = run(data + "--weights " + a + " --weights " + b +
+                              " --policy buy-and-hold --policy sign-of-ofi --from 1200 --to 2399 "
+                              "--json " +
+                              path("together.json"));
+  ASSERT_EQ(together.code, 0) << together.err;
+  const nlohmann::json all = json_file(path("together.json"));
+  ASSERT_EQ(all.size(), 4u);
+  const std::vector<std::string> alone = {"--weights " + a, "--weights " + b,
+                                          "--policy buy-and-hold", "--policy sign-of-ofi"};
+  for (std::size_t k = 0; k < alone.size(); ++k) {
+    SCOPED_TRACE(alone[k]);
+    ASSERT_EQ(run(data + alone[k] + " --from 1200 --to 2399 --json " + path("alone.json")).code, 0);
+    const nlohmann::json one = json_file(path("alone.json"));
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(all[k], one[0]);
+    EXPECT_EQ(all[k]["window"], (nlohmann::json{{"first_bar", 1200}, {"last_bar", 2399}}));
+    EXPECT_EQ(all[k]["metrics"]["bars"], 1199);
+  }
+  // The same window by its timestamps (the synthetic market has a bar a day from 2000-01-01).
+  const data::Bars bars = data::read_bars_csv(path("bars.csv"));
+  const std::string from = data::format_iso8601_ms(bars.timestamp_ms[1200]).substr(0, 10);
+  const std::string to = data::format_iso8601_ms(bars.timestamp_ms[2399]).substr(0, 10);
+  ASSERT_EQ(run(data + "--policy sign-of-ofi --from " + from + " --to " + to + "T12:00 --json " +
+                path("dates.json"))
+                .code,
+            0);
+  EXPECT_EQ(json_file(path("dates.json"))[0], all[3]);
+  // Three walk-forward windows: bars 1200-1599, 1600-1999, 2000-2399, each as if alone.
+  ASSERT_EQ(run(data + "--weights " + a +
+                " --policy sign-of-ofi --from 1200 --to 2399 "
+                "--windows 3 --json " +
+                path("parts.json"))
+                .code,
+            0);
+  const nlohmann::json parts = json_file(path("parts.json"));
+  ASSERT_EQ(parts.size(), 6u);
+  for (int w = 0; w < 3; ++w) {
+    const std::string first = std::to_string(1200 + 400 * w), last = std::to_string(1599 + 400 * w);
+    ASSERT_EQ(run(data + "--weights " + a + " --policy sign-of-ofi --from " + first + " --to " +
+                  last + " --json " + path("part.json"))
+                  .code,
+              0);
+    const nlohmann::json part = json_file(path("part.json"));
+    EXPECT_EQ(parts[2 * w], part[0]) << "window " << w;
+    EXPECT_EQ(parts[2 * w + 1], part[1]) << "window " << w;
+  }
+}
+
+// A window that is empty, reversed or outside the data exits with 2, names the argument and
+// writes nothing.
+TEST_F(Cli, BadBacktestWindowsExitWithTwoNamingTheArgument) {
+  ASSERT_EQ(run("synth --bars 500 --seed 4 --out " + path("bars.csv")).code, 0);
+  ASSERT_EQ(
+      run("train --data " + path("bars.csv") +
+          " --epochs 1 --steps-per-epoch 10 --learning-starts 128 --hidden 8 --out " + path("run"))
+          .code,
+      0);
+  const std::string data = "backtest --data " + path("bars.csv") + " --json " + path("m.json");
+  const std::pair<std::string, std::string> cases[] = {
+      {" --policy flat --from 100 --to 100", "--from/--to: bars 100 .. 100 hold 1 bar(s)"},
+      {" --policy flat --from 300 --to 200", "--from 300 (bar 300) comes after --to 200"},
+      {" --policy flat --from 500", "--from 500: the data has bars 0 .. 499"},
+      {" --policy flat --to 1999-01-01", "--to 1999-01-01 comes before the data's first bar"},
+      {" --policy flat --from 2100-01-01", "--from 2100-01-01 comes after the data's last bar"},
+      {" --policy flat --from yesterday", "--from 'yesterday': expected a bar index"},
+      {" --policy flat --from 400 --windows 60", "--windows 60: bars 400 .. 499 hold 100"},
+      {" --weights " + path("run/best.dqnpolicy") + " --from 3",
+       "--from 3 selects bar 3, before bar "},
+  };
+  for (const auto& [arguments, message] : cases) {
+    SCOPED_TRACE(arguments);
+    const Result r = run(data + arguments);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(path("m.json")));
+  }
+}
+
 TEST_F(Cli, BadInputExitsWithTwoNamesTheSpotAndWritesNothing) {
   std::ofstream(path("bad.csv"))
       << "timestamp,open,high,low,close\n2024-01-02,10,11,9,10\n2024-01-03,10,9,11,10\n";
@@ -148,6 +252,7 @@ TEST_F(Cli, UsageErrorsExitWithTwo) {
   const Result unknown = run("backtest --data " + path("b.csv") + " --policy martingale");
   EXPECT_EQ(unknown.code, 2);
   EXPECT_NE(unknown.err.find("unknown policy 'martingale'"), std::string::npos);
+  EXPECT_EQ(run("backtest --data " + path("b.csv")).code, 2);  // no policy
   EXPECT_EQ(run("backtest --data " + path("b.csv") + " --policy flat --weights x").code, 2);
   EXPECT_EQ(run("backtest --data " + path("missing.csv") + " --policy flat").code, 2);
   EXPECT_EQ(run("--help").code, 0);
@@ -167,8 +272,8 @@ TEST_F(Cli, SynthWritesTheBinaryCacheToo) {
   const Result a = run("backtest --data " + path("b.dqnbars") + " --policy buy-and-hold --json -");
   const Result b = run("backtest --data " + path("b.csv") + " --policy buy-and-hold --json -");
   ASSERT_EQ(a.code, 0) << a.err;
-  const auto json_a = nlohmann::json::parse(a.out.substr(a.out.find('{')));
-  const auto json_b = nlohmann::json::parse(b.out.substr(b.out.find('{')));
+  const auto json_a = nlohmann::json::parse(a.out.substr(a.out.find('[')));
+  const auto json_b = nlohmann::json::parse(b.out.substr(b.out.find('[')));
   EXPECT_EQ(json_a, json_b);  // the CSV keeps 17 digits: the same prices, the same metrics
   ASSERT_EQ(run("cache --data " + path("b.csv") + " --out " + path("c.dqnbars")).code, 0);
 }

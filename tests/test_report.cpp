@@ -234,8 +234,8 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
   std::ifstream(run + "/final_metrics.json") >> recorded;
   const nlohmann::json now = io::to_json(r.policy_metrics);
   for (const auto& item : recorded.items()) {
-    if (item.key() == "baselines")
-      continue;  // the built-in policies' metrics, below
+    if (item.key() == "baselines" || item.key() == "validation_window")
+      continue;  // the built-in policies' metrics, below, and the window
     if (item.value().is_number_integer()) {
       EXPECT_EQ(now.at(item.key()), item.value()) << item.key();
     } else if (item.value().is_number()) {
@@ -276,6 +276,8 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
     EXPECT_EQ(recorded.at("baselines").at(b.policy), io::to_json(b.metrics)) << b.policy;
   }
   EXPECT_EQ(r.timestamps_ms.front(), bars.timestamp_ms[r.first_bar]);
+  EXPECT_EQ(recorded.at("validation_window"),
+            (nlohmann::json{{"first_bar", r.first_bar}, {"last_bar", r.last_bar}}));
   EXPECT_EQ(r.epochs.size(), 3u);
   for (const report::EpochPoint& p : r.epochs)
     EXPECT_GT(p.seconds, 0) << "epoch " << p.epoch;

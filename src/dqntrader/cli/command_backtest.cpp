@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "dqntrader/cli/commands.hpp"
@@ -27,52 +29,127 @@ void write_output(const std::string& path, const std::string& text) {
 
 namespace {
 
-std::string metrics_table(const eval::WindowMetrics& metrics) {
-  const nlohmann::json j = io::to_json(metrics);
+// A metric's value as the table prints it.
+std::string metric_text(const nlohmann::json& v) {
+  if (v.is_null())
+    return "nan";
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_number_integer())
+    return std::to_string(v.get<long long>());
+  return io::format_metric(v.get<double>());
+}
+
+// One column per policy, one row per metric.
+std::string metrics_table(const std::vector<std::string>& names,
+                          const std::vector<eval::WindowMetrics>& metrics) {
   std::size_t count = 0;
   const io::MetricDefinition* definitions = io::metric_definitions(count);
+  std::vector<nlohmann::json> values;
+  std::vector<std::size_t> widths;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    values.push_back(io::to_json(metrics[k]));
+    widths.push_back(std::max<std::size_t>(names[k].size(), 14));
+  }
   std::ostringstream out;
+  char cell[512];
+  std::snprintf(cell, sizeof cell, "  %-18s", "");
+  out << cell;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    std::snprintf(cell, sizeof cell, " %*s", static_cast<int>(widths[k]), names[k].c_str());
+    out << cell;
+  }
+  out << "\n";
   for (std::size_t i = 0; i < count; ++i) {
-    const nlohmann::json& v = j.at(definitions[i].key);
-    std::string text;
-    if (v.is_null()) {
-      text = "nan";
-    } else if (v.is_string()) {
-      text = v.get<std::string>();
-    } else if (v.is_number_integer()) {
-      text = std::to_string(v.get<long long>());
-    } else {
-      text = io::format_metric(v.get<double>());
+    std::snprintf(cell, sizeof cell, "  %-18s", definitions[i].key);
+    out << cell;
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      std::snprintf(cell, sizeof cell, " %*s", static_cast<int>(widths[k]),
+                    metric_text(values[k].at(definitions[i].key)).c_str());
+      out << cell;
     }
-    char line[160];
-    std::snprintf(line, sizeof line, "  %-18s %14s\n", definitions[i].key, text.c_str());
-    out << line;
+    out << "\n";
   }
   return out.str();
+}
+
+// A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
+// (first = true, --from) or the last bar at or before it (--to). InputError naming the option.
+std::size_t bar_of(const std::string& option, const std::string& text, const data::Bars& bars,
+                   bool first) {
+  const std::string name = "--" + option;
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    const unsigned long long index = std::stoull(text);
+    if (index >= bars.size()) {
+      throw InputError(name + " " + text + ": the data has bars 0 .. " +
+                       std::to_string(bars.size() - 1));
+    }
+    return static_cast<std::size_t>(index);
+  }
+  const std::optional<std::int64_t> ms = data::parse_iso8601_ms(text);
+  if (!ms) {
+    throw InputError(name + " '" + text +
+                     "': expected a bar index or an ISO-8601 timestamp (YYYY-MM-DD[THH:MM[:SS]])");
+  }
+  const auto& t = bars.timestamp_ms;
+  const std::string range =
+      data::format_iso8601_ms(t.front()) + " .. " + data::format_iso8601_ms(t.back());
+  if (first) {
+    const auto at = std::lower_bound(t.begin(), t.end(), *ms);
+    if (at == t.end())
+      throw InputError(name + " " + text + " comes after the data's last bar (" + range + ")");
+    return static_cast<std::size_t>(at - t.begin());
+  }
+  const auto after = std::upper_bound(t.begin(), t.end(), *ms);
+  if (after == t.begin())
+    throw InputError(name + " " + text + " comes before the data's first bar (" + range + ")");
+  return static_cast<std::size_t>(after - t.begin()) - 1;
+}
+
+// A weight file read, with what decides whether it can share an evaluator with others.
+struct WeightPolicy {
+  std::string path;
+  io::PolicyFile file;
+};
+
+bool same_evaluator(const io::PolicyFile& a, const io::PolicyFile& b) {
+  return a.network == b.network && a.features == b.features && a.stats.mean == b.stats.mean &&
+         a.stats.stdev == b.stats.stdev && a.positions == b.positions;
 }
 
 }  // namespace
 
 Command add_backtest(CLI::App& app) {
   struct Options {
-    std::string data, weights, policy, json;
+    std::string data, json, from, to, precision;
+    std::vector<std::string> weights, policies;
+    std::size_t windows = 1;
     eval::BacktestConfig config;
-    std::string precision;
   };
   auto options = std::make_shared<Options>();
   Command command;
   command.app = app.add_subcommand(
       "backtest",
-      "backtest a trained policy (--weights) or a built-in one (--policy) on bar data "
-      "and print its metrics");
+      "backtest trained policies (--weights) and built-in ones (--policy) on bar data, all "
+      "together, and print their metrics side by side");
   CLI::App* c = command.app;
   c->add_option("--data", options->data, "bar file: CSV or .dqnbars cache")->required();
-  auto* weights = c->add_option("--weights", options->weights,
-                                "policy file written by dqntrader train (.dqnpolicy)");
-  auto* policy = c->add_option("--policy", options->policy,
-                               "built-in policy: buy-and-hold, flat or sign-of-ofi");
-  weights->excludes(policy);
-  policy->excludes(weights);
+  c->add_option("--weights", options->weights,
+                "policy file written by dqntrader train (.dqnpolicy); repeatable: files that "
+                "share a network and features are evaluated in one pass");
+  c->add_option("--policy", options->policies,
+                "built-in policy: buy-and-hold, flat or sign-of-ofi; repeatable");
+  c->add_option("--from", options->from,
+                "first bar of the window: a bar index or an ISO-8601 timestamp (the first bar "
+                "at or after it); default the first bar every policy can decide at");
+  c->add_option("--to", options->to,
+                "last bar of the window: a bar index or an ISO-8601 timestamp (the last bar at "
+                "or before it); default the last bar");
+  c->add_option("--windows", options->windows,
+                "split the window into this many consecutive walk-forward windows, each "
+                "starting flat, and print each")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("--cost", options->config.cost, "fees plus slippage, a fraction of traded notional")
       ->capture_default_str();
   c->add_option("--bars-per-year", options->config.bars_per_year,
@@ -81,7 +158,8 @@ Command add_backtest(CLI::App& app) {
   c->add_option("--risk-free", options->config.risk_free, "risk-free return per bar")
       ->capture_default_str();
   c->add_option("--json", options->json,
-                "also write the metrics as JSON to this file ('-' for stdout)");
+                "also write the metrics as a JSON array, one object per policy and window "
+                "(policy, window, metrics), to this file ('-' for stdout)");
   c->add_option("--precision", options->precision,
                 "network arithmetic: fp32, tf32 or bf16 (default: bf16 on CUDA, "
                 "fp32 on OpenMP)");
@@ -90,53 +168,147 @@ Command add_backtest(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command.run = [options](const ExecSpace& space) {
-    if (options->weights.empty() == options->policy.empty()) {
-      throw InputError("backtest needs exactly one of --weights FILE or --policy NAME");
-    }
+    if (options->weights.empty() && options->policies.empty())
+      throw InputError("backtest needs at least one --weights FILE or --policy NAME");
     eval::BacktestConfig config = options->config;
     if (!options->precision.empty())
       config.precision = parse_precision(options->precision);
-    eval::WindowMetrics metrics;
-    eval::BarRange window;
-    data::Bars bars;
-    std::string what;
-    if (!options->weights.empty()) {
-      const io::PolicyFile policy = io::read_policy(options->weights);
-      data::ColumnSelection columns;
-      columns.names = policy.features.extra;
-      bars = data::load_bars(options->data, columns);
-      data::check_features_available(policy.features, bars, 2);
-      config.positions = policy.positions;
-      eval::validate(config);
-      data::FeatureSet features(space, bars, policy.features);
-      window = eval::BarRange{policy.features.warmup(), bars.size()};
-      eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,
-                                        config);
-      metrics = evaluator.evaluate(upload(space, policy.parameters, "dqntrader::cli::parameters"));
-      what = options->weights;
-    } else {
-      const eval::BuiltinPolicy builtin = eval::parse_builtin_policy(options->policy);
-      bars = data::load_bars(options->data);
-      if (bars.size() < 2)
-        throw InputError(options->data, 0, 0, "a backtest needs at least 2 bars");
-      eval::validate(config);
-      window = eval::BarRange{0, bars.size()};
-      const auto close = upload(space, bars.close, "dqntrader::cli::close");
-      const auto ofi = upload(space, bars.ofi, "dqntrader::cli::ofi");
-      const auto path = eval::builtin_path(space, builtin, ofi, window, config);
-      eval::PathEvaluator evaluator(space, close, config, window.returns());
-      metrics = evaluator.evaluate(window.begin, path);
-      what = std::string("built-in ") + eval::to_string(builtin);
+    std::vector<eval::BuiltinPolicy> builtins;
+    for (const std::string& name : options->policies)
+      builtins.push_back(eval::parse_builtin_policy(name));
+
+    // The policy files, and the bar columns their features need.
+    std::vector<WeightPolicy> weights;
+    data::ColumnSelection columns;
+    std::size_t warmup = 0;
+    for (const std::string& path : options->weights) {
+      weights.push_back({path, io::read_policy(path)});
+      const io::PolicyFile& file = weights.back().file;
+      if (!weights.front().file.positions.empty() &&
+          file.positions != weights.front().file.positions) {
+        throw InputError(path, 0, 0,
+                         "the policy files hold different action sets; backtest them apart");
+      }
+      for (const std::string& extra : file.features.extra) {
+        if (std::find(columns.names.begin(), columns.names.end(), extra) == columns.names.end())
+          columns.names.push_back(extra);
+      }
+      warmup = std::max(warmup, file.features.warmup());
     }
-    std::cout << "policy  " << what << "\n"
-              << "data    " << options->data << ": bars " << window.begin << " .. "
-              << window.end - 1 << " (" << data::format_iso8601_ms(bars.timestamp_ms[window.begin])
-              << " .. " << data::format_iso8601_ms(bars.timestamp_ms[window.end - 1]) << ")\n"
+    if (!weights.empty())
+      config.positions = weights.front().file.positions;
+    eval::validate(config);
+    const data::Bars bars = data::load_bars(options->data, columns);
+    if (bars.size() < 2)
+      throw InputError(options->data, 0, 0, "a backtest needs at least 2 bars");
+    for (const WeightPolicy& w : weights)
+      data::check_features_available(w.file.features, bars, 2);
+
+    // The window and its walk-forward parts.
+    const std::size_t first =
+        options->from.empty() ? warmup : bar_of("from", options->from, bars, true);
+    const std::size_t last =
+        options->to.empty() ? bars.size() - 1 : bar_of("to", options->to, bars, false);
+    if (first < warmup) {
+      throw InputError("--from " + options->from + " selects bar " + std::to_string(first) +
+                       ", before bar " + std::to_string(warmup) +
+                       ", the first at which the policies' features are defined");
+    }
+    if (last < first) {
+      throw InputError("--from " + (options->from.empty() ? std::to_string(first) : options->from) +
+                       " (bar " + std::to_string(first) + ") comes after --to " +
+                       (options->to.empty() ? std::to_string(last) : options->to) + " (bar " +
+                       std::to_string(last) + ")");
+    }
+    const std::size_t span = last - first + 1;
+    if (span < 2 * options->windows) {
+      throw InputError((options->windows > 1
+                            ? "--windows " + std::to_string(options->windows) + ": "
+                            : std::string("--from/--to: ")) +
+                       "bars " + std::to_string(first) + " .. " + std::to_string(last) + " hold " +
+                       std::to_string(span) + " bar(s); a window needs at least 2");
+    }
+    std::vector<eval::BarRange> windows;
+    for (std::size_t w = 0; w < options->windows; ++w) {
+      windows.push_back(
+          {first + w * span / options->windows, first + (w + 1) * span / options->windows});
+    }
+    std::size_t longest = 0;
+    for (const eval::BarRange& w : windows)
+      longest = std::max(longest, w.returns());
+
+    // Every policy on every window: the weight files in groups that share an evaluator (one
+    // evaluate_many pass each), the built-ins beside them.
+    std::vector<std::string> names;
+    for (const WeightPolicy& w : weights)
+      names.push_back(w.path);
+    for (const eval::BuiltinPolicy p : builtins)
+      names.push_back(eval::to_string(p));
+    std::vector<std::vector<eval::WindowMetrics>> metrics(
+        windows.size(), std::vector<eval::WindowMetrics>(names.size()));
+    std::vector<bool> done(weights.size(), false);
+    for (std::size_t k = 0; k < weights.size(); ++k) {
+      if (done[k])
+        continue;
+      std::vector<std::size_t> group;
+      for (std::size_t j = k; j < weights.size(); ++j) {
+        if (!done[j] && same_evaluator(weights[k].file, weights[j].file)) {
+          group.push_back(j);
+          done[j] = true;
+        }
+      }
+      const io::PolicyFile& file = weights[k].file;
+      std::vector<float> rows;
+      for (std::size_t j : group)  // one network: parameter vectors of one length
+        rows.insert(rows.end(), weights[j].file.parameters.begin(),
+                    weights[j].file.parameters.end());
+      const auto device = upload(space, rows, "dqntrader::cli::parameters");
+      const eval::ParameterRows parameters(device.data(), group.size(), file.parameters.size());
+      const data::FeatureSet features(space, bars, file.features);
+      for (std::size_t w = 0; w < windows.size(); ++w) {
+        eval::BacktestEvaluator evaluator(space, features, file.stats, file.network, windows[w],
+                                          config, group.size());
+        const std::vector<eval::WindowMetrics> m = evaluator.evaluate_many(parameters);
+        for (std::size_t g = 0; g < group.size(); ++g)
+          metrics[w][group[g]] = m[g];
+      }
+    }
+    if (!builtins.empty()) {
+      eval::BuiltinEvaluator evaluator(space, bars, config, longest);
+      for (std::size_t b = 0; b < builtins.size(); ++b) {
+        for (std::size_t w = 0; w < windows.size(); ++w)
+          metrics[w][weights.size() + b] = evaluator.evaluate(builtins[b], windows[w]);
+      }
+    }
+
+    auto describe = [&](const eval::BarRange& w) {
+      return "bars " + std::to_string(w.begin) + " .. " + std::to_string(w.end - 1) + " (" +
+             data::format_iso8601_ms(bars.timestamp_ms[w.begin]) + " .. " +
+             data::format_iso8601_ms(bars.timestamp_ms[w.end - 1]) + ")";
+    };
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      std::cout << "policy  " << (k < weights.size() ? names[k] : "built-in " + names[k]) << "\n";
+    }
+    std::cout << "data    " << options->data << ": " << describe(eval::BarRange{first, last + 1})
+              << "\n"
               << "costs   " << config.cost << " per unit traded; A = " << config.bars_per_year
-              << " bars per year; rf = " << config.risk_free << " per bar\n"
-              << metrics_table(metrics);
+              << " bars per year; rf = " << config.risk_free << " per bar\n";
+    nlohmann::json json = nlohmann::json::array();
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      if (windows.size() > 1) {
+        std::cout << "window " << w + 1 << " of " << windows.size() << ": " << describe(windows[w])
+                  << "\n";
+      }
+      std::cout << metrics_table(names, metrics[w]);
+      for (std::size_t k = 0; k < names.size(); ++k) {
+        json.push_back(
+            {{"policy", names[k]},
+             {"window", {{"first_bar", windows[w].begin}, {"last_bar", windows[w].end - 1}}},
+             {"metrics", io::to_json(metrics[w][k])}});
+      }
+    }
     if (!options->json.empty())
-      write_output(options->json, io::to_json(metrics).dump(2) + "\n");
+      write_output(options->json, json.dump(2) + "\n");
   };
   return command;
 }

@@ -544,6 +544,7 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
   for (const Baseline& b : result.baselines)
     baselines[b.policy] = io::to_json(b.windows.front());
   final_metrics["baselines"] = baselines;
+  final_metrics["validation_window"] = {{"first_bar", val_begin}, {"last_bar", val_end - 1}};
   io::write_file_atomically(dir + "final_metrics.json", final_metrics.dump(2) + "\n");
   const std::string compared = compared_with_baselines(result.best_sharpe, result.baselines);
   log << "best validation Sharpe " << fixed(result.best_sharpe, 3) << " at epoch "

@@ -9,7 +9,8 @@
 //   last.dqnpolicy            the parameters after the last epoch
 //   baselines.json            the built-in policies' validation metrics (written at the start)
 //   final_metrics.json        the validation metrics of the best policy (DESIGN.md section 5
-//                             keys) and, under "baselines", those of the built-in policies
+//                             keys), under "baselines" those of the built-in policies, and
+//                             the validation bars as "validation_window" (first_bar, last_bar)
 //   fault_report.json         only when the fault budget stopped the run
 #pragma once
 
