@@ -1032,6 +1032,34 @@ TEST(Learning, BeatsBuyAndHoldFlatAndRandomOnSeveralSeeds) {
   }
 }
 
+// The recorded cycle's length by default: on CUDA the smallest multiple of the vaccine, guard
+// and probe intervals of at least 50 steps that divides target-update; nothing on OpenMP.
+TEST(TrainConfig, RecordedStepsDefaultToTheSmallestCycleThatFits) {
+  train::TrainConfig c;  // vaccine 10, guard 5, probe 50, target-update 200
+#if defined(DQNTRADER_BACKEND_CUDA)
+  EXPECT_EQ(train::recorded_steps(c), 50u);
+  c.probe_interval = 40;  // cycles of 40: 80, 120 and 160 do not divide 200
+  EXPECT_EQ(train::recorded_steps(c), 200u);
+  c.target_update = 330;  // no multiple of 40 divides it
+  EXPECT_EQ(train::recorded_steps(c), 0u);
+  c.tau = 0.01;  // soft updates: any cycle
+  EXPECT_EQ(train::recorded_steps(c), 80u);
+#else
+  EXPECT_EQ(train::recorded_steps(c), 0u);
+#endif
+  c.graph_steps = 20;
+  EXPECT_EQ(train::recorded_steps(c), 20u);
+  std::vector<train::Setting> all = train::settings(c);
+  const auto graph = std::find_if(all.begin(), all.end(),
+                                  [](const train::Setting& s) { return s.name == "graph-steps"; });
+  ASSERT_NE(graph, all.end());
+  EXPECT_EQ(graph->get(), "20");
+  graph->set("auto");
+  EXPECT_FALSE(c.graph_steps.has_value());
+  EXPECT_EQ(graph->get(), "auto");
+  EXPECT_THROW(graph->set("many"), InputError);
+}
+
 TEST(TrainingRun, WritesTheRunDirectoryAndAPolicyTheBacktestReads) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("dqntrader-run-" + std::to_string(testing::test_seed()));

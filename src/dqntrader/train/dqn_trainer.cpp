@@ -401,9 +401,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   double recorded_kernels_per_step() const override {
-    return config.graph_steps > 0
-               ? static_cast<double>(m_cycle.kernels()) / static_cast<double>(config.graph_steps)
-               : 0.0;
+    const std::size_t steps = recorded_steps(config);
+    return steps > 0 ? static_cast<double>(m_cycle.kernels()) / static_cast<double>(steps) : 0.0;
   }
 
   std::vector<eval::WindowMetrics> validate_online() {
@@ -418,7 +417,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   // the hard target update, which needs a longer period, runs between replays.
   std::size_t advance(std::size_t left) {
     const TrainConfig& c = config;
-    const std::int64_t cycle = static_cast<std::int64_t>(c.graph_steps);
+    const std::int64_t cycle = static_cast<std::int64_t>(recorded_steps(c));
     // The first recorded cycle starts after a whole cycle of eager steps (every kernel warm),
     // counted from this trainer's first step, restored or not.
     if (cycle > 0 && m_first_cycle < 0)

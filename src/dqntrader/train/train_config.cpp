@@ -1,7 +1,9 @@
 #include "dqntrader/train/train_config.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <numeric>
 #include <sstream>
 
 #include "dqntrader/core/error.hpp"
@@ -77,6 +79,21 @@ Setting flag(const std::string& name, const std::string& help, bool& field) {
       field = false;
     else
       throw InputError("setting " + name + ": expected true or false, got '" + v + "'");
+  };
+  return s;
+}
+
+// A step count or "auto" (unset).
+Setting recorded(const std::string& name, const std::string& help,
+                 std::optional<std::size_t>& field) {
+  Setting s{name, help, nullptr, nullptr, false, false, false, ""};
+  s.get = [&field] { return field ? std::to_string(*field) : std::string("auto"); };
+  s.set = [name, &field](const std::string& v) {
+    if (v == "auto") {
+      field.reset();
+    } else {
+      field = parse_number<std::size_t>(name, v);
+    }
   };
   return s;
 }
@@ -181,11 +198,12 @@ std::vector<Setting> settings(TrainConfig& c) {
       number("probe-interval", "every this many steps, the causal-intervention probe; 0: never",
              c.probe_interval),
       number("probe-batch", "states in the causal probe batch", c.probe_batch),
-      number("graph-steps",
-             "steps recorded into one CUDA graph and replayed (a multiple of the vaccine, guard "
-             "and probe "
-             "intervals); 0: launch every step's kernels one by one",
-             c.graph_steps),
+      recorded("graph-steps",
+               "steps recorded into one CUDA graph and replayed (a multiple of the vaccine, guard "
+               "and probe intervals that divides target-update); 0: launch every step's kernels "
+               "one by one; auto: on CUDA the smallest such multiple of at least 50 (0 if none), "
+               "on OpenMP 0",
+               c.graph_steps),
       number("val-windows", "consecutive walk-forward validation windows", c.val_windows),
       number("patience", "epochs without a better validation Sharpe before stopping; 0: never",
              c.patience),
@@ -267,15 +285,37 @@ void validate(const TrainConfig& c) {
                 c.inject_fault.find_first_not_of("0123456789", at + 1) == std::string::npos,
             "inject-fault must read kind@epoch with kind batch, gradient, weight or price");
   }
-  if (c.graph_steps > 0) {
+  if (c.graph_steps && *c.graph_steps > 0) {
+    const std::size_t steps = *c.graph_steps;
     for (std::size_t interval : {c.vaccine_interval, c.guard_interval, c.probe_interval}) {
       require(
-          interval == 0 || c.graph_steps % interval == 0,
+          interval == 0 || steps % interval == 0,
           "graph-steps must be a multiple of vaccine-interval, guard-interval and probe-interval");
     }
-    require(c.tau > 0.0 || c.target_update % c.graph_steps == 0,
+    require(c.tau > 0.0 || c.target_update % steps == 0,
             "graph-steps must divide target-update (or use tau)");
   }
+}
+
+std::size_t recorded_steps(const TrainConfig& c) {
+  if (c.graph_steps)
+    return *c.graph_steps;
+#if defined(DQNTRADER_BACKEND_CUDA)
+  std::size_t period = 1;  // the least common multiple of the intervals
+  for (std::size_t interval : {c.vaccine_interval, c.guard_interval, c.probe_interval}) {
+    if (interval > 0)
+      period = std::lcm(period, interval);
+  }
+  constexpr std::size_t kFewest = 50;
+  for (std::size_t steps = (kFewest + period - 1) / period * period;
+       steps <= std::max(kFewest, c.target_update); steps += period) {
+    if (c.tau > 0.0 || c.target_update % steps == 0)
+      return steps;
+  }
+  return 0;
+#else
+  return 0;
+#endif
 }
 
 eval::BacktestConfig backtest_config(const TrainConfig& c, const std::vector<double>& positions) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,9 @@ struct TrainConfig {
   std::size_t probe_interval = 50;  // every this many steps the causal probe runs; 0: never
   std::size_t probe_batch = 256;
   // execution
-  std::size_t graph_steps = 0;  // steps recorded into one CUDA graph and replayed; 0: none
+  // Steps recorded into one CUDA graph and replayed (0: none); unset means the default of
+  // recorded_steps().
+  std::optional<std::size_t> graph_steps;
   // validation and early stopping
   std::size_t val_windows = 1;  // walk-forward: consecutive validation windows
   std::size_t patience = 0;     // stop after this many epochs without a better Sharpe; 0: never
@@ -89,6 +92,12 @@ std::vector<Setting> settings(TrainConfig& config);
 
 /// Checks every value and their combinations; throws InputError naming the setting.
 void validate(const TrainConfig& config);
+
+/// The steps a recorded cycle holds: graph_steps when given; by default, on CUDA, the
+/// smallest multiple of the vaccine, guard and probe intervals that is at least 50 and divides
+/// target-update (or any such multiple with tau > 0), or 0 when none divides it; 0 on OpenMP,
+/// where nothing is recorded.
+std::size_t recorded_steps(const TrainConfig& config);
 
 /// The backtest settings of a run's validation: its cost, annualisation, risk-free rate,
 /// chunking and precision, with the positions the actions stand for.

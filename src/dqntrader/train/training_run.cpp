@@ -404,7 +404,11 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
       << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
       << (config.val_data.empty() ? "" : " of " + config.val_data) << "; network "
       << nn::describe(trainer.network()) << ", " << to_string(config.precision) << "; "
-      << trainer.vaccine_bars() << " stress bars\n";
+      << trainer.vaccine_bars() << " stress bars"
+      << (recorded_steps(config) > 0
+              ? "; steps recorded in cycles of " + std::to_string(recorded_steps(config))
+              : std::string())
+      << "\n";
   // The built-in policies on the same windows, once: what the epochs are measured against.
   result.baselines = evaluate_baselines(
       space, run_data.separate_validation() ? run_data.validation : bars,
