@@ -110,7 +110,7 @@ void run_eval(benchmark::State& state, const Workload& w, std::size_t policies, 
     if (policies > 1) {
       evaluator.evaluate_many(parameters);
     } else if (graphed) {
-      evaluator.evaluate_graphed(first);
+      evaluator.evaluate_graphed(eval::parameter_rows(first.data(), 1, first.extent(0)));
     } else {
       evaluator.evaluate(first);
     }

@@ -65,7 +65,8 @@ void run_epochs(benchmark::State& state, const Workload& w, std::size_t graph_st
   trainer.run_epoch();  // warm-up: first launches, the validation graph's capture
   double train_seconds = 0, validation_seconds = 0, epochs = 0;
   for (auto _ : state) {
-    const train::EpochReport r = trainer.run_epoch();  // returns after validation reached the host
+    // Returns after validation reached the host.
+    const train::EpochReport r = trainer.run_epoch().front();
     state.SetIterationTime(r.train_seconds + r.validation_seconds);
     train_seconds += r.train_seconds;
     validation_seconds += r.validation_seconds;

@@ -229,7 +229,9 @@ if [ "$kokkos_version" != 3.4.01 ]; then
   kokkos_opts+=(-DKokkos_ENABLE_DEPRECATED_CODE_4=OFF -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON)
 fi
 if [ "$backend" = cuda ]; then
-  kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON "-DKokkos_ARCH_$arch=ON")
+  kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$arch=ON")
+  # Device lambdas: an option up to 3.x, always on (and the option deprecated) in 4.x.
+  [ "$kokkos_version" = 3.4.01 ] && kokkos_opts+=(-DKokkos_ENABLE_CUDA_LAMBDA=ON)
   key=kokkos-$kokkos_version-cuda-$arch-$patch_hash
 else
   key=kokkos-$kokkos_version-openmp-$patch_hash

@@ -168,7 +168,7 @@ TEST_P(SameQValues, OracleOnTheLibrarysQValuesAgreesExactly) {
     for (std::uint64_t attempt = 0; attempt < 50; ++attempt) {
       parameters = upload(nn::initial_parameters(layout, seed + 1000 * dueling + attempt));
       const std::vector<float> q = policy.q_values(
-          space, eval::ParameterRows(parameters.data(), 1, layout.size()), 0, f.window.begin, n);
+          space, eval::parameter_rows(parameters.data(), 1, layout.size()), 0, f.window.begin, n);
       const std::vector<int> path = oracle::decisions(std::vector<double>(q.begin(), q.end()), n, 3,
                                                       3, static_cast<int>(f.config.flat_index()));
       positions = to_positions(path, f.config.positions);
@@ -265,7 +265,7 @@ TEST_P(EndToEnd, DecisionsDifferOnlyAtNearTies) {
   eval::QPolicy policy(space, f.network, precision, features, stats, 1, f.config.chunk_bars, n,
                        f.config.flat_index());
   const std::vector<float> q_lib = policy.q_values(
-      space, eval::ParameterRows(parameters.data(), 1, layout.size()), 0, f.window.begin, n);
+      space, eval::parameter_rows(parameters.data(), 1, layout.size()), 0, f.window.begin, n);
   const oracle::Network net{f.network.features, 3, 3, f.network.hidden, false};
   const std::vector<double> q_ref = oracle::q_values(
       net, host_parameters,
@@ -433,7 +433,7 @@ TEST(BacktestEvaluator, ManyPoliciesMatchTheOracleAndSinglePolicyQValues) {
         1e-12);
     const auto one = upload(rows[k]);
     const std::vector<float> q_single = single.q_values(
-        space, eval::ParameterRows(one.data(), 1, layout.size()), 0, f.window.begin, n);
+        space, eval::parameter_rows(one.data(), 1, layout.size()), 0, f.window.begin, n);
     double worst = 0.0, scale = 0.0;
     for (std::size_t i = 0; i < q.size(); ++i) {
       worst = std::max(worst, std::fabs(static_cast<double>(q[i]) - q_single[i]));
@@ -443,6 +443,27 @@ TEST(BacktestEvaluator, ManyPoliciesMatchTheOracleAndSinglePolicyQValues) {
   }
 }
 
+// Policies whose parameter vectors lie a padded stride apart (a population's), as one
+// device buffer, and as ParameterRows over it.
+struct PaddedRows {
+  Kokkos::View<float*, DeviceMemory> buffer;
+  eval::ParameterRows rows;
+};
+PaddedRows padded_rows(const nn::ParameterLayout& layout, std::uint64_t seed, std::size_t count) {
+  const std::size_t p = layout.size(), stride = p + 37;
+  std::vector<float> all(count * stride, std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::vector<float> one = nn::initial_parameters(layout, seed + k);
+    std::copy(one.begin(), one.end(), all.begin() + static_cast<std::ptrdiff_t>(k * stride));
+  }
+  PaddedRows r{upload(all), {}};
+  r.rows = eval::parameter_rows(r.buffer.data(), count, p, stride);
+  return r;
+}
+
+// Every policy on every window of a walk forward, from parameter rows a padded stride apart
+// (the padding NaN, so that a read of it would show), equals each policy on that window
+// alone.
 TEST(BacktestEvaluator, WalkForwardEqualsEvaluatorsOnEachWindow) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
@@ -451,22 +472,32 @@ TEST(BacktestEvaluator, WalkForwardEqualsEvaluatorsOnEachWindow) {
   data::FeatureSet features(space, f.bars, f.spec);
   const data::FeatureStats stats = features.fit(f.train.begin, f.train.end);
   const nn::ParameterLayout layout(f.network);
-  const auto parameters = upload(nn::initial_parameters(layout, seed));
-  eval::BacktestEvaluator evaluator(space, features, stats, f.network, f.window, f.config);
+  const std::size_t policies = 3;
+  const PaddedRows parameters = padded_rows(layout, seed, policies);
+  eval::BacktestEvaluator evaluator(space, features, stats, f.network, f.window, f.config,
+                                    policies);
   const std::size_t third = (f.window.end - f.window.begin) / 3;
   const std::vector<eval::BarRange> windows = {{f.window.begin, f.window.begin + third},
                                                {f.window.begin + third, f.window.begin + 2 * third},
                                                {f.window.begin + 2 * third, f.window.end}};
-  const std::vector<WindowMetrics> walk = evaluator.walk_forward(parameters, windows);
+  const std::vector<std::vector<WindowMetrics>> walk =
+      evaluator.walk_forward(parameters.rows, windows);
   ASSERT_EQ(walk.size(), 3u);
   for (std::size_t w = 0; w < windows.size(); ++w) {
+    ASSERT_EQ(walk[w].size(), policies);
     eval::BacktestEvaluator alone(space, features, stats, f.network, windows[w], f.config);
-    expect_same(walk[w], alone.evaluate(parameters));
+    for (std::size_t k = 0; k < policies; ++k) {
+      const auto one = upload(nn::initial_parameters(layout, seed + k));
+      expect_same(walk[w][k], alone.evaluate(one));
+    }
   }
-  EXPECT_THROW(evaluator.walk_forward(parameters, {{f.window.begin - 1, f.window.end}}),
+  EXPECT_THROW(evaluator.walk_forward(parameters.rows, {{f.window.begin - 1, f.window.end}}),
                InputError);
 }
 
+// The recorded evaluation of several policies (rows a padded stride apart) equals
+// evaluate_many on the same weights, follows new weights on every call, and refuses another
+// number of policies than it recorded.
 TEST(BacktestEvaluator, GraphedEvaluationEqualsEvaluateAndFollowsNewWeights) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
@@ -475,12 +506,19 @@ TEST(BacktestEvaluator, GraphedEvaluationEqualsEvaluateAndFollowsNewWeights) {
   data::FeatureSet features(stream.space(), f.bars, f.spec);
   const data::FeatureStats stats = features.fit(f.train.begin, f.train.end);
   const nn::ParameterLayout layout(f.network);
-  eval::BacktestEvaluator evaluator(stream.space(), features, stats, f.network, f.window, f.config);
+  const std::size_t policies = 3;
+  eval::BacktestEvaluator evaluator(stream.space(), features, stats, f.network, f.window, f.config,
+                                    policies);
   for (std::uint64_t round = 0; round < 3; ++round) {
-    const auto parameters = upload(nn::initial_parameters(layout, seed + round));
-    const WindowMetrics graphed = evaluator.evaluate_graphed(parameters);
-    expect_same(graphed, evaluator.evaluate(parameters));
+    const PaddedRows parameters = padded_rows(layout, seed + 10 * round, policies);
+    const std::vector<WindowMetrics> graphed = evaluator.evaluate_graphed(parameters.rows);
+    const std::vector<WindowMetrics> plain = evaluator.evaluate_many(parameters.rows);
+    ASSERT_EQ(graphed.size(), policies);
+    for (std::size_t k = 0; k < policies; ++k)
+      expect_same(graphed[k], plain[k]);
   }
+  const PaddedRows two = padded_rows(layout, seed, 2);
+  EXPECT_THROW(evaluator.evaluate_graphed(two.rows), InputError);
 }
 
 // --- metric edge cases on hand-made paths ---------------------------------------------------

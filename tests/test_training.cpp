@@ -41,27 +41,41 @@ namespace {
 using testing::download;
 using testing::upload;
 
+// Members' settings in the device array the kernels read.
+Kokkos::View<const MemberSettings*, DeviceMemory> device_settings(
+    const std::vector<MemberSettings>& members) {
+  Kokkos::View<MemberSettings*, DeviceMemory> device("test::members", members.size());
+  auto host = Kokkos::create_mirror_view(device);
+  for (std::size_t m = 0; m < members.size(); ++m)
+    host(m) = members[m];
+  Kokkos::deep_copy(device, host);
+  return device;
+}
+
 // --- backward against finite differences, forward against the reference -----------------
 
-// What a loss kernel does with dq (rows x actions, row-major): each row through write_row,
-// then the column sums, added here in double, through write_bias.
+// What a loss kernel does with dq (learners x rows x actions, row-major): each row through
+// write_row, then each learner's column sums, added here in double, through write_bias.
 template <class T>
 void write_output_gradient(const ExecSpace& space, const nn::OutputGradient<T>& gradient,
                            const std::vector<float>& dq) {
-  const std::size_t rows = gradient.head.extent(0), actions = gradient.actions();
-  ASSERT_EQ(dq.size(), rows * actions);
+  const std::size_t learners = gradient.learners(), rows = gradient.rows(),
+                    actions = gradient.actions();
+  ASSERT_EQ(dq.size(), learners * rows * actions);
   const auto values = upload(dq);
   Kokkos::parallel_for(
-      "test::write_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, rows),
-      KOKKOS_LAMBDA(const std::size_t r) {
-        gradient.write_row(r, [&](std::size_t a) { return values(r * actions + a); });
+      "test::write_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, learners * rows),
+      KOKKOS_LAMBDA(const std::size_t kr) {
+        gradient.write_row(kr / rows, kr % rows,
+                           [&](std::size_t a) { return values(kr * actions + a); });
       });
   Kokkos::parallel_for(
-      "test::write_bias", Kokkos::RangePolicy<ExecSpace>(space, 0, 1), KOKKOS_LAMBDA(const int) {
-        gradient.write_bias([&](std::size_t a) {
+      "test::write_bias", Kokkos::RangePolicy<ExecSpace>(space, 0, learners),
+      KOKKOS_LAMBDA(const std::size_t k) {
+        gradient.write_bias(k, [&](std::size_t a) {
           double sum = 0.0;
           for (std::size_t r = 0; r < rows; ++r)
-            sum += values(r * actions + a);
+            sum += values((k * rows + r) * actions + a);
           return sum;
         });
       });
@@ -176,16 +190,17 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   Kokkos::deep_copy(states, host_states);
   const auto device_parameters = upload(parameters);
   const nn::Weights<float> weights{device_parameters, device_parameters};
-  Matrix<float> q("test::q", rows, spec.actions);
-  net.forward(space, weights, with_ones_column(states), rows, q);
+  MatrixBatch<float> q("test::q", 1, rows, spec.actions);
+  net.forward(space, weights, nn::batch_of_one(with_ones_column(states)), rows, q);
   Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
-  write_output_gradient(space, net.output_gradient(rows, grads), w);
+  write_output_gradient(space, net.output_gradient(rows, nn::Gradients{grads}), w);
   const exec::SideStream side;
-  net.backward(space, side, weights, rows, grads);
+  net.backward(space, side, weights, rows, nn::Gradients{grads});
   const std::vector<float> got = download(grads);
 
   // Forward: Q of each row against the reference (weighted_q with one-hot weights).
-  const auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+  const auto q_all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+  const auto q_host = Kokkos::subview(q_all, 0, Kokkos::ALL, Kokkos::ALL);
   {
     const std::vector<double> theta(parameters.begin(), parameters.end());
     const std::vector<double> f64(features.begin(), features.end());
@@ -243,13 +258,14 @@ TEST(Mlp, BackwardRefusesStatesWithoutTheColumnOfOnes) {
   nn::Mlp<float> net(space, spec, Precision::fp32, rows);
   const auto parameters = upload(nn::initial_parameters(layout, 1));
   const nn::Weights<float> weights{parameters, parameters};
-  Matrix<float> states("test::states", rows, spec.state_size()), q("test::q", rows, spec.actions);
+  Matrix<float> states("test::states", rows, spec.state_size());
+  MatrixBatch<float> q("test::q", 1, rows, spec.actions);
   Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
   const exec::SideStream side;
-  net.forward(space, weights, states, rows, q);
-  EXPECT_THROW(net.backward(space, side, weights, rows, grads), InputError);
-  net.forward(space, weights, with_ones_column(states), rows, q);
-  EXPECT_NO_THROW(net.backward(space, side, weights, rows, grads));
+  net.forward(space, weights, nn::batch_of_one(StridedMatrix<const float>(states)), rows, q);
+  EXPECT_THROW(net.backward(space, side, weights, rows, nn::Gradients{grads}), InputError);
+  net.forward(space, weights, nn::batch_of_one(with_ones_column(states)), rows, q);
+  EXPECT_NO_THROW(net.backward(space, side, weights, rows, nn::Gradients{grads}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dueling, Backward, ::testing::Values(false, true), [](const auto& info) {
@@ -284,33 +300,36 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
                     Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace>(
                         values.data(), rows, state));
   const StridedMatrix<float> states = with_ones_column(plain_states);
-  nn::Mlp<float> paired(space, spec, Precision::fp32, rows, 2);
+  nn::Mlp<float> paired(space, spec, Precision::fp32, rows, 2, 1);
   nn::Mlp<float> single(space, spec, Precision::fp32, rows);
+  const auto shared = nn::batch_of_one(StridedMatrix<const float>(states));
   MatrixBatch<float> q_pair("test::q_pair", 2, rows, spec.actions);
   nn::head_forward(space,
-                   paired.forward_pair(space, {parameters, parameters}, offset, states, rows), rows,
-                   q_pair);
-  Matrix<float> q_target("test::q_target", rows, spec.actions);
-  single.forward(space, {target_view, target_view}, states, rows, q_target);
-  Matrix<float> q_online("test::q_online", rows, spec.actions);
-  single.forward(space, {online_view, online_view}, states, rows, q_online);
+                   paired.forward_pair(space, {parameters, parameters, 1, offset}, shared, rows),
+                   rows, q_pair);
+  MatrixBatch<float> q_target("test::q_target", 1, rows, spec.actions);
+  single.forward(space, {target_view, target_view}, shared, rows, q_target);
+  MatrixBatch<float> q_online("test::q_online", 1, rows, spec.actions);
+  single.forward(space, {online_view, online_view}, shared, rows, q_online);
 
   const std::vector<float> dq(rows * spec.actions, 0.25f);
   Kokkos::View<float*, DeviceMemory> grads_pair("test::grads_pair", p);
   Kokkos::View<float*, DeviceMemory> grads_single("test::grads_single", p);
-  write_output_gradient(space, paired.output_gradient(rows, grads_pair), dq);
-  write_output_gradient(space, single.output_gradient(rows, grads_single), dq);
+  write_output_gradient(space, paired.output_gradient(rows, nn::Gradients{grads_pair}), dq);
+  write_output_gradient(space, single.output_gradient(rows, nn::Gradients{grads_single}), dq);
   const exec::SideStream side;
-  paired.backward(space, side, {online_view, online_view}, rows, grads_pair);
-  single.backward(space, side, {online_view, online_view}, rows, grads_single);
+  paired.backward(space, side, {online_view, online_view}, rows, nn::Gradients{grads_pair});
+  single.backward(space, side, {online_view, online_view}, rows, nn::Gradients{grads_single});
 
   auto pair_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_pair);
   auto online_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_online);
   auto target_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_target);
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t a = 0; a < spec.actions; ++a) {
-      EXPECT_NEAR(pair_host(0, r, a), online_host(r, a), 1e-5 * (1 + std::fabs(online_host(r, a))));
-      EXPECT_NEAR(pair_host(1, r, a), target_host(r, a), 1e-5 * (1 + std::fabs(target_host(r, a))));
+      EXPECT_NEAR(pair_host(0, r, a), online_host(0, r, a),
+                  1e-5 * (1 + std::fabs(online_host(0, r, a))));
+      EXPECT_NEAR(pair_host(1, r, a), target_host(0, r, a),
+                  1e-5 * (1 + std::fabs(target_host(0, r, a))));
     }
   }
   const std::vector<float> g_pair = download(grads_pair), g_single = download(grads_single);
@@ -336,14 +355,14 @@ TEST(Adam, FollowsTheFormulasWithClippingDecayAndSchedule) {
   s.schedule_steps = 4;
   s.final_fraction = 0.2f;
   const ExecSpace space;
-  nn::Adam adam(space, n, s);
+  nn::Adam adam(space, nn::MemberVectors{1, n, n}, {s});
   std::vector<float> p = testing::random_values(rng, n);
   auto params = upload(p);
   Kokkos::View<float*, DeviceMemory> working;
   std::vector<double> m(n, 0.0), v(n, 0.0), ref(p.begin(), p.end());
   for (int t = 1; t <= 5; ++t) {
     const std::vector<float> g = testing::random_values(rng, n);
-    adam.step(space, params, Kokkos::View<const float*, DeviceMemory>(upload(g)), working);
+    adam.step(space, params, Kokkos::View<const float*, DeviceMemory>(upload(g)), n, working);
     double norm2 = 0.0;
     for (float x : g)
       norm2 += static_cast<double>(x) * x;
@@ -366,27 +385,27 @@ TEST(Adam, FollowsTheFormulasWithClippingDecayAndSchedule) {
 
 TEST(Adam, SkipsANonFiniteStepWithEverythingUntouched) {
   const ExecSpace space;
-  nn::Adam adam(space, 4, nn::AdamSettings{});
+  nn::Adam adam(space, nn::MemberVectors{1, 4, 4}, {nn::AdamSettings{}});
   auto params = upload(std::vector<float>{1, 2, 3, 4});
   adam.step(
       space, params,
       Kokkos::View<const float*, DeviceMemory>(upload(std::vector<float>{0.1f, -0.2f, 0.3f, 0.4f})),
-      Kokkos::View<float*, DeviceMemory>());
+      4, Kokkos::View<float*, DeviceMemory>());
   const std::vector<float> before = download(params), m_before = download(adam.first_moment()),
                            v_before = download(adam.second_moment());
   const float nan = std::numeric_limits<float>::quiet_NaN();
   adam.step(
       space, params,
       Kokkos::View<const float*, DeviceMemory>(upload(std::vector<float>{0.1f, nan, 0.3f, 0.4f})),
-      Kokkos::View<float*, DeviceMemory>());
+      4, Kokkos::View<float*, DeviceMemory>());
   EXPECT_EQ(download(params), before);
   EXPECT_EQ(download(adam.first_moment()), m_before);
   EXPECT_EQ(download(adam.second_moment()), v_before);
   auto counters = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), adam.counters());
-  EXPECT_EQ(counters().calls, 2);
-  EXPECT_EQ(counters().applied, 1);
-  EXPECT_EQ(counters().skipped, 1);
-  EXPECT_EQ(counters().consecutive, 1);
+  EXPECT_EQ(counters(0).calls, 2);
+  EXPECT_EQ(counters(0).applied, 1);
+  EXPECT_EQ(counters(0).skipped, 1);
+  EXPECT_EQ(counters(0).consecutive, 1);
 }
 
 // --- the TD target and the Huber loss ---------------------------------------------------------
@@ -437,9 +456,10 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
                                                   {0.0f, 0.0f, 0.0f},
                                                   {0.0f, 0.0f, 0.0f}};
   const TableHead head = table_head({{0, 1, 2, 3, 4}, {2, 3, 0, 1, 4}}, {online, target});
-  Matrix<float> q("test::q", 5, 3), dq("test::dq", 2, 3);
+  MatrixBatch<float> q("test::q", 1, 5, 3), dq("test::dq", 1, 2, 3);
   Kokkos::View<float*, DeviceMemory> head_bias("test::head_bias", 3);
-  const nn::OutputGradient<float> gradient{dq, head_bias.data(), false};
+  const nn::OutputGradient<float> gradient{dq, head_bias.data(), 0, false};
+  const Kokkos::View<const double*, DeviceMemory> delta = upload(std::vector<double>{1.0});
   replay::Batch batch(space, 2);
   auto set = [](const auto& view, std::initializer_list<double> values) {
     auto host = Kokkos::create_mirror_view(view);
@@ -451,15 +471,16 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   set(batch.action, {1, 2});
   set(batch.return_n, {0.5, -1.0});
   set(batch.discount, {0.9, 0.81});
-  Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
-  Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
-  const train::TdLoss td(space, 2, 1, 3);
-  td.add(space, td.compute(space, head.inputs, 5, q, batch, 1.0, gradient), gradient, sums, totals);
+  Kokkos::View<train::LossSums*, DeviceMemory> sums("test::sums", 1);
+  Kokkos::View<train::LossTotals*, DeviceMemory> totals("test::totals", 1);
+  const train::TdLoss td(space, 1, 2, 1, 3);
+  td.add(space, td.compute(space, head.inputs, 5, q, batch, delta, gradient), gradient, sums,
+         totals);
   // Every row's online Q-values, as the head gives them.
   auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
   for (std::size_t r = 0; r < 5; ++r) {
     for (std::size_t a = 0; a < 3; ++a)
-      EXPECT_EQ(q_host(r, a), online[r][a]) << r << " " << a;
+      EXPECT_EQ(q_host(0, r, a), online[r][a]) << r << " " << a;
   }
   // Sample 0: online picks action 1 at s' (0.9), target gives 0.25: y = 0.5 + 0.9 * 0.25
   // = 0.725; Q(s, 1) = 1.0: d = 0.275, huber = d^2 / 2, gradient d / 2 on action 1.
@@ -467,35 +488,37 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   // = -0.3925; Q(s, 2) = 1.0: d = 1.3925 > 1: huber = 1.3925 - 0.5, gradient 1 / 2.
   auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dq);
   auto s = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sums);
-  EXPECT_NEAR(got(0, 1), 0.275 / 2, 1e-6);
-  EXPECT_EQ(got(0, 0), 0.0f);
-  EXPECT_EQ(got(0, 2), 0.0f);
-  EXPECT_NEAR(got(1, 2), 0.5, 1e-6);
-  EXPECT_EQ(got(1, 0), 0.0f);
+  EXPECT_NEAR(got(0, 0, 1), 0.275 / 2, 1e-6);
+  EXPECT_EQ(got(0, 0, 0), 0.0f);
+  EXPECT_EQ(got(0, 0, 2), 0.0f);
+  EXPECT_NEAR(got(0, 1, 2), 0.5, 1e-6);
+  EXPECT_EQ(got(0, 1, 0), 0.0f);
   // The head's bias gradient: the gradient's column sums.
   auto bias = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), head_bias);
   EXPECT_EQ(bias(0), 0.0f);
   EXPECT_NEAR(bias(1), 0.275 / 2, 1e-6);
   EXPECT_NEAR(bias(2), 0.5, 1e-6);
-  EXPECT_NEAR(s().loss, 0.5 * 0.275 * 0.275 + (1.3925 - 0.5), 1e-6);
-  EXPECT_NEAR(s().q, 2.0, 1e-6);
-  EXPECT_EQ(s().finite, 1.0);
+  EXPECT_NEAR(s(0).loss, 0.5 * 0.275 * 0.275 + (1.3925 - 0.5), 1e-6);
+  EXPECT_NEAR(s(0).q, 2.0, 1e-6);
+  EXPECT_EQ(s(0).finite, 1.0);
   // The running totals hold the batch's sums; a second batch adds to them.
   auto t = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), totals);
-  EXPECT_EQ(t().loss, s().loss);
-  EXPECT_EQ(t().q, s().q);
-  EXPECT_EQ(t().batches, 1.0);
-  td.add(space, td.compute(space, head.inputs, 5, q, batch, 1.0, gradient), gradient, sums, totals);
+  EXPECT_EQ(t(0).loss, s(0).loss);
+  EXPECT_EQ(t(0).q, s(0).q);
+  EXPECT_EQ(t(0).batches, 1.0);
+  td.add(space, td.compute(space, head.inputs, 5, q, batch, delta, gradient), gradient, sums,
+         totals);
   Kokkos::deep_copy(t, totals);
-  EXPECT_EQ(t().loss, 2 * s().loss);
-  EXPECT_EQ(t().batches, 2.0);
+  EXPECT_EQ(t(0).loss, 2 * s(0).loss);
+  EXPECT_EQ(t(0).batches, 2.0);
   // A non-finite return makes the batch non-finite.
   set(batch.return_n, {std::numeric_limits<double>::quiet_NaN(), -1.0});
-  td.add(space, td.compute(space, head.inputs, 5, q, batch, 1.0, gradient), gradient, sums, totals);
+  td.add(space, td.compute(space, head.inputs, 5, q, batch, delta, gradient), gradient, sums,
+         totals);
   Kokkos::deep_copy(s, sums);
-  EXPECT_EQ(s().finite, 0.0);
+  EXPECT_EQ(s(0).finite, 0.0);
   // Sums of a head of another width do not fit this gradient.
-  train::TdLoss::Partials other = td.compute(space, head.inputs, 5, q, batch, 1.0, gradient);
+  train::TdLoss::Partials other = td.compute(space, head.inputs, 5, q, batch, delta, gradient);
   other.width = 4;
   EXPECT_THROW(td.add(space, other, gradient, sums, totals), InputError);
 }
@@ -543,13 +566,15 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   Kokkos::deep_copy(batch.action, actions_host);
   Kokkos::deep_copy(batch.return_n, returns_host);
   Kokkos::deep_copy(batch.discount, discounts_host);
-  Matrix<float> q("test::q", rows, actions), g("test::g", b, width);
+  MatrixBatch<float> q("test::q", 1, rows, actions), g("test::g", 1, b, width);
   Kokkos::View<float*, DeviceMemory> head_bias("test::head_bias", width);
-  Kokkos::View<train::LossSums, DeviceMemory> sums("test::sums");
-  Kokkos::View<train::LossTotals, DeviceMemory> totals("test::totals");
-  const train::TdLoss td(space, b, further, width);
-  const nn::OutputGradient<float> gradient{g, head_bias.data(), dueling};
-  td.add(space, td.compute(space, head, rows, q, batch, delta, gradient), gradient, sums, totals);
+  Kokkos::View<train::LossSums*, DeviceMemory> sums("test::sums", 1);
+  Kokkos::View<train::LossTotals*, DeviceMemory> totals("test::totals", 1);
+  const train::TdLoss td(space, 1, b, further, width);
+  const nn::OutputGradient<float> gradient{g, head_bias.data(), 0, dueling};
+  td.add(space,
+         td.compute(space, head, rows, q, batch, upload(std::vector<double>{delta}), gradient),
+         gradient, sums, totals);
 
   // Q of copy c on row r, in double.
   auto reference = [&](std::size_t c, std::size_t r) {
@@ -571,13 +596,15 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
       qv[a] = o[0] + o[a + 1] - mean;
     return qv;
   };
-  auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+  auto q_all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+  const auto q_host = Kokkos::subview(q_all, 0, Kokkos::ALL, Kokkos::ALL);
   for (std::size_t r = 0; r < rows; ++r) {
     const std::vector<double> want = reference(0, r);
     for (std::size_t a = 0; a < actions; ++a)
       ASSERT_NEAR(q_host(r, a), want[a], 1e-5 * (1 + std::fabs(want[a]))) << r << " " << a;
   }
-  auto g_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
+  auto g_all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
+  const auto g_host = Kokkos::subview(g_all, 0, Kokkos::ALL, Kokkos::ALL);
   std::vector<double> column(actions, 0.0);
   double loss = 0.0, q_sum = 0.0, scale = 0.0;
   for (std::size_t i = 0; i < b; ++i) {
@@ -617,12 +644,12 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
     EXPECT_NEAR(bias_host(0), all, 1e-5);
   }
   auto s = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sums);
-  EXPECT_NEAR(s().loss, loss, 1e-5 * (1 + scale));
-  EXPECT_NEAR(s().q, q_sum, 1e-5 * static_cast<double>(b));
-  EXPECT_EQ(s().finite, 1.0);
+  EXPECT_NEAR(s(0).loss, loss, 1e-5 * (1 + scale));
+  EXPECT_NEAR(s(0).q, q_sum, 1e-5 * static_cast<double>(b));
+  EXPECT_EQ(s(0).finite, 1.0);
   auto t = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), totals);
-  EXPECT_EQ(t().loss, s().loss);
-  EXPECT_EQ(t().batches, 1.0);
+  EXPECT_EQ(t(0).loss, s(0).loss);
+  EXPECT_EQ(t(0).batches, 1.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dueling, TdLossOracle, ::testing::Bool(),
@@ -684,17 +711,24 @@ void draw(const ExecSpace& space, const Sampler& sampler, const replay::Batch& b
   const Matrix<const float> features(column.data(), bars, 1);
   const auto env_bars = upload(std::vector<std::int32_t>{17, 3});
   const auto env_positions = upload(std::vector<std::int8_t>{2, 0});
-  // The trainer's buffer: rows followed by the column of ones, which assembly keeps.
+  // The trainer's buffer: rows followed by the column of ones, which assembly keeps; a block
+  // for the online network and one for the target, which get the same rows.
   const std::size_t rows = 2 * b + 2, state = 1 + positions;
-  const StridedMatrix<float> states = nn::rows_with_ones<float>(space, "test::states", rows, state);
+  const gemm::StridedBatch<float> states =
+      nn::blocks_with_ones<float>(space, "test::states", 2, rows, state);
   env::assemble_learning_states(space, features, sampler, batch, {env_bars, env_positions}, states);
-  Matrix<float> packed("test::packed", rows, state + 1);
+  MatrixBatch<float> packed("test::packed", 2, rows, state + 1);
   Kokkos::deep_copy(
-      packed, StridedMatrix<float>(states.data(),
-                                   Kokkos::LayoutStride(rows, states.stride(0), state + 1, 1)));
-  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
-  for (std::size_t row = 0; row < rows; ++row)
+      packed, gemm::StridedBatch<float>(
+                  states.data(),
+                  Kokkos::LayoutStride(2, states.stride(0), rows, states.stride(1), state + 1, 1)));
+  const auto blocks = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
+  const auto got = Kokkos::subview(blocks, 0, Kokkos::ALL, Kokkos::ALL);
+  for (std::size_t row = 0; row < rows; ++row) {
     ASSERT_EQ(got(row, state), 1.0f) << "the column of ones, row " << row;
+    for (std::size_t j = 0; j <= state; ++j)
+      ASSERT_EQ(blocks(1, row, j), got(row, j)) << "the target's block, row " << row;
+  }
   const auto bar = download(batch.bar), next_bar = download(batch.next_bar);
   const auto position = download(batch.position), next_position = download(batch.next_position);
   auto expect_state = [&](std::size_t row, std::int32_t t, int p) {
@@ -718,17 +752,22 @@ TEST(Replay, NStepSamplesMatchASequentialWalkAndTheRingWraps) {
   const std::size_t environments = 4, capacity = 64;
   const int n = 3;
   const double gamma = 0.9;
-  replay::ReplayBuffer replay(space, capacity, environments, n, gamma);
+  MemberSettings member;
+  member.seed = seed;
+  member.n_step = n;
+  member.gamma = gamma;
+  const auto members = device_settings({member});
+  replay::ReplayBuffer replay(space, members, capacity, environments, n);
   const std::int64_t total = 150;  // wrapped twice
   const std::vector<Written> written = fill(replay, total, rng);
   const std::int64_t first = total - capacity,
                      end = total - (n - 1) * static_cast<std::int64_t>(environments);
   replay::Batch batch(space, 512);
-  Kokkos::View<std::int64_t, DeviceMemory> draw_count("test::draw");
+  Kokkos::View<std::int64_t*, DeviceMemory> draw_count("test::draw", 1);
   std::set<std::int64_t> seen;
   for (std::int64_t d = 0; d < 4; ++d) {
     Kokkos::deep_copy(draw_count, d);
-    draw(space, replay.sampler(seed, draw_count), batch);
+    draw(space, replay.sampler(draw_count), batch);
     const auto bars = download(batch.bar), next_bars = download(batch.next_bar);
     const auto positions = download(batch.position), actions = download(batch.action),
                next_positions = download(batch.next_position);
@@ -766,23 +805,25 @@ TEST(Replay, SamplingIsReproducibleAndUniform) {
   std::mt19937_64 rng(seed);
   const ExecSpace space;
   const std::size_t capacity = 100;
-  replay::ReplayBuffer replay(space, capacity, 1, 1, 0.9);
+  MemberSettings member;
+  member.seed = seed;
+  replay::ReplayBuffer replay(space, device_settings({member}), capacity, 1, 1);
   fill(replay, 250, rng);
   replay::Batch batch(space, 4000);
-  Kokkos::View<std::int64_t, DeviceMemory> draw_count("test::draw");
-  draw(space, replay.sampler(seed, draw_count), batch);
+  Kokkos::View<std::int64_t*, DeviceMemory> draw_count("test::draw", 1);
+  draw(space, replay.sampler(draw_count), batch);
   const auto a = download(batch.bar);
-  draw(space, replay.sampler(seed, draw_count), batch);
+  draw(space, replay.sampler(draw_count), batch);
   EXPECT_EQ(download(batch.bar), a) << "same seed and draw, same batch";
   Kokkos::deep_copy(draw_count, std::int64_t{1});
-  draw(space, replay.sampler(seed, draw_count), batch);
+  draw(space, replay.sampler(draw_count), batch);
   EXPECT_NE(download(batch.bar), a) << "the next draw differs";
   // Chi-square over the 100 live transitions, 20 draws of 4,000: 99 degrees of freedom;
   // the 99.99th percentile is about 159.
   std::map<std::int32_t, double> counts;
   for (std::int64_t d = 0; d < 20; ++d) {
     Kokkos::deep_copy(draw_count, d + 10);
-    draw(space, replay.sampler(seed, draw_count), batch);
+    draw(space, replay.sampler(draw_count), batch);
     for (std::int32_t bar : download(batch.bar))
       counts[bar] += 1;
   }
@@ -799,17 +840,21 @@ TEST(Replay, SamplingIsReproducibleAndUniform) {
 
 // A random walk of prices, the positions short, flat and long, and the reward model over them
 // (cost 0.001, scale 10); reward() writes the reward out again, in double.
+// members: the members' settings (their reward scales are set to 10 here).
 struct Market {
   std::vector<double> close{100.0};
   Kokkos::View<double*, DeviceMemory> close_device, positions_device;
   replay::RewardModel rewards;
 
-  Market(std::mt19937_64& rng, int bars) {
+  Market(std::mt19937_64& rng, int bars, std::vector<MemberSettings> members = {MemberSettings{}}) {
     for (int t = 1; t < bars; ++t)
       close.push_back(close.back() * (1.0 + std::normal_distribution<double>(0.0, 0.01)(rng)));
     close_device = upload(close);
     positions_device = upload(std::vector<double>{-1.0, 0.0, 1.0});
-    rewards = replay::RewardModel{close_device, positions_device, 0.001, 10.0};
+    for (MemberSettings& m : members)
+      m.reward_scale = 10.0;
+    rewards = replay::RewardModel{close_device, positions_device, 0.001, device_settings(members),
+                                  upload(std::vector<int>(members.size(), 0))};
   }
   double reward(std::int32_t bar, int position, int action) const {
     const double held[3] = {-1.0, 0.0, 1.0};
@@ -827,24 +872,26 @@ TEST(Environments, StepWritesTransitionsAndAdvancesTheCounters) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  const Market market(rng, 60);
+  MemberSettings member;
+  member.epsilon_start = member.epsilon_end = 0.0;  // greedy
+  member.seed = seed;
+  const Market market(rng, 60, {member});
   const ExecSpace space;
   env::EnvSettings settings;
   settings.environments = 130;  // more than one team of 64 on CUDA
   settings.begin = 0;
   settings.end = 60;
   settings.episode_length = 7;
-  settings.epsilon_start = settings.epsilon_end = 0.0;  // greedy
-  settings.seed = seed;
   const env::TradingEnv environments(space, market.rewards, settings);
-  replay::ReplayBuffer replay(space, 1000, settings.environments, 1, 0.9);
+  replay::ReplayBuffer replay(space, market.rewards.members, 1000, settings.environments, 1);
   const std::size_t e_count = settings.environments;
   std::vector<float> values(e_count * 3, 0.0f);
   for (std::size_t e = 0; e < e_count; ++e)
     values[e * 3 + e % 3] = 1.0f;  // environment e's best action: e % 3
   const auto q_flat = upload(values);
-  const Matrix<const float> q(q_flat.data(), e_count, 3);
-  Kokkos::View<std::int64_t, DeviceMemory> step("test::step");
+  const gemm::StridedBatch<const float> q(q_flat.data(),
+                                          Kokkos::LayoutStride(1, e_count * 3, e_count, 3, 3, 1));
+  Kokkos::View<std::int64_t*, DeviceMemory> step("test::step", 1);
   for (int s = 0; s < 2; ++s) {
     const auto bars = download(environments.bars());
     const auto positions = download(environments.positions());
@@ -856,8 +903,8 @@ TEST(Environments, StepWritesTransitionsAndAdvancesTheCounters) {
     const auto ring_last = download(ring.last);
     const auto ring_reward = download(ring.reward);
     std::int64_t total = 0, counter = 0;
-    Kokkos::deep_copy(total, replay.total());
-    Kokkos::deep_copy(counter, step);
+    Kokkos::deep_copy(total, Kokkos::subview(replay.total(), 0));
+    Kokkos::deep_copy(counter, Kokkos::subview(step, 0));
     ASSERT_EQ(total, static_cast<std::int64_t>((s + 1) * e_count));
     ASSERT_EQ(counter, s + 1);
     const auto next_bars = download(environments.bars());
@@ -888,15 +935,18 @@ TEST(Vaccine, SamplesAreOneStepTransitionsAtStressBars) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  const Market market(rng, 300);
+  MemberSettings member;
+  member.seed = seed;
+  member.gamma = 0.9;
+  const Market market(rng, 300, {member});
   const ExecSpace space;
   const float gamma = 0.9f;
-  const replay::VaccineSet vaccine(space, market.close, 10, 290, 0.05, market.rewards, gamma);
+  const replay::VaccineSet vaccine(space, market.close, 10, 290, 0.05, market.rewards);
   const std::vector<std::int32_t> stress = vaccine.stress_bars();
   ASSERT_GE(stress.size(), 14u);  // the top 5% of 279 decisions by move, and by drawdown
   replay::Batch batch(space, 8000);
-  Kokkos::View<std::int64_t, DeviceMemory> draw_count("test::draw");
-  draw(space, vaccine.sampler(seed, draw_count), batch);
+  Kokkos::View<std::int64_t*, DeviceMemory> draw_count("test::draw", 1);
+  draw(space, vaccine.sampler(draw_count), batch);
   const auto bar = download(batch.bar), next_bar = download(batch.next_bar);
   const auto position = download(batch.position), action = download(batch.action),
              next_position = download(batch.next_position);
@@ -930,10 +980,10 @@ TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
                                    upload(std::vector<float>(n, 0.01f)),
                                    {},
                                    {}};
-  train::TrainingGuard guard(space, n, 1e6);
-  Kokkos::View<train::LossSums, DeviceMemory> loss("test::loss");
+  train::TrainingGuard guard(space, nn::MemberVectors{1, n, n}, 1e6);
+  Kokkos::View<train::LossSums*, DeviceMemory> loss("test::loss", 1);
   Kokkos::deep_copy(loss, train::LossSums{0.5, 1.0, 1.0});
-  Matrix<float> q("test::q", 2, 3);
+  MatrixBatch<float> q("test::q", 1, 2, 3);
   guard.snapshot(space, state);
   Kokkos::deep_copy(state.online, 1.5f);  // a good step
   guard.check(space, state, q, loss);     // passes: the snapshot becomes 1.5
@@ -947,8 +997,8 @@ TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
   EXPECT_EQ(download(state.online), std::vector<float>(n, 1.5f));
   EXPECT_EQ(download(state.first_moment), std::vector<float>(n, 0.1f));
   auto counters = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), guard.counters());
-  EXPECT_EQ(counters().checks, 2);
-  EXPECT_EQ(counters().restores, 1);
+  EXPECT_EQ(counters(0).checks, 2);
+  EXPECT_EQ(counters(0).restores, 1);
   // A non-finite loss is a violation too, and a weight beyond the limit.
   Kokkos::deep_copy(loss, train::LossSums{0.5, 1.0, 0.0});
   guard.check(space, state, q, loss);
@@ -956,20 +1006,20 @@ TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
   Kokkos::deep_copy(state.target, 2e6f);
   guard.check(space, state, q, loss);
   Kokkos::deep_copy(counters, guard.counters());
-  EXPECT_EQ(counters().restores, 3);
-  EXPECT_EQ(counters().consecutive, 3);  // three violations in a row
+  EXPECT_EQ(counters(0).restores, 3);
+  EXPECT_EQ(counters(0).consecutive, 3);  // three violations in a row
   EXPECT_EQ(download(state.target), std::vector<float>(n, 2.0f));
   // A Q-value beyond the limit, then NaN in one, are violations.
   auto host_q = Kokkos::create_mirror_view(q);
-  host_q(1, 2) = -3e6f;
+  host_q(0, 1, 2) = -3e6f;
   Kokkos::deep_copy(q, host_q);
   Kokkos::deep_copy(state.online, 4.0f);
   guard.check(space, state, q, loss);
-  host_q(1, 2) = std::numeric_limits<float>::quiet_NaN();
+  host_q(0, 1, 2) = std::numeric_limits<float>::quiet_NaN();
   Kokkos::deep_copy(q, host_q);
   guard.check(space, state, q, loss);
   Kokkos::deep_copy(counters, guard.counters());
-  EXPECT_EQ(counters().restores, 5);
+  EXPECT_EQ(counters(0).restores, 5);
   EXPECT_EQ(download(state.online), std::vector<float>(n, 1.5f));
   // Nothing of a violation is left for the next check: a good state passes and becomes the
   // snapshot.
@@ -979,9 +1029,9 @@ TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
   Kokkos::deep_copy(state.online, std::numeric_limits<float>::infinity());
   guard.check(space, state, q, loss);
   Kokkos::deep_copy(counters, guard.counters());
-  EXPECT_EQ(counters().checks, 8);
-  EXPECT_EQ(counters().restores, 6);
-  EXPECT_EQ(counters().consecutive, 1);
+  EXPECT_EQ(counters(0).checks, 8);
+  EXPECT_EQ(counters(0).restores, 6);
+  EXPECT_EQ(counters(0).consecutive, 1);
   EXPECT_EQ(download(state.online), std::vector<float>(n, 3.0f));
 }
 
@@ -1010,7 +1060,7 @@ TEST(Learning, BeatsBuyAndHoldFlatAndRandomOnSeveralSeeds) {
     train::DqnTrainer trainer(stream.space(), config, bars);
     double best = -1e9;
     for (std::size_t e = 0; e < config.epochs; ++e)
-      best = std::max(best, trainer.run_epoch().validation_sharpe);
+      best = std::max(best, trainer.run_epoch().front().validation_sharpe);
 
     const auto [begin, end] = trainer.validation_window();
     eval::BacktestConfig backtest;
@@ -1122,7 +1172,7 @@ TEST(Learning, Bf16TrainsAsWellAsFp32) {
     train::DqnTrainer trainer(stream.space(), config, data::generate_bars(synth));
     sharpe[i] = -1e9;
     for (std::size_t e = 0; e < config.epochs; ++e)
-      sharpe[i] = std::max(sharpe[i], trainer.run_epoch().validation_sharpe);
+      sharpe[i] = std::max(sharpe[i], trainer.run_epoch().front().validation_sharpe);
   }
   RecordProperty("sharpe_bf16", std::to_string(sharpe[0]));
   RecordProperty("sharpe_fp32", std::to_string(sharpe[1]));
@@ -1158,8 +1208,8 @@ TEST(TrainingGraph, ReplayedCyclesEqualStepByStepBitwise) {
     synth.seed = config.seed;
     train::DqnTrainer trainer(stream.space(), config, data::generate_bars(synth));
     trainer.run_epoch();
-    reports[graphs] = trainer.run_epoch();
-    parameters[graphs] = trainer.parameters();
+    reports[graphs] = trainer.run_epoch().front();
+    parameters[graphs] = trainer.parameters(0);
     // Only CUDA records kernels; a step is at least the products of a forward pass.
     if (graphs && std::string(gemm::backend_name()) == "cuda") {
       EXPECT_GE(trainer.recorded_kernels_per_step(), config.hidden.size() + 1.0);

@@ -263,7 +263,8 @@ Command add_backtest(CLI::App& app) {
         rows.insert(rows.end(), weights[j].file.parameters.begin(),
                     weights[j].file.parameters.end());
       const auto device = upload(space, rows, "dqntrader::cli::parameters");
-      const eval::ParameterRows parameters(device.data(), group.size(), file.parameters.size());
+      const eval::ParameterRows parameters =
+          eval::parameter_rows(device.data(), group.size(), file.parameters.size());
       const data::FeatureSet features(space, bars, file.features);
       for (std::size_t w = 0; w < windows.size(); ++w) {
         eval::BacktestEvaluator evaluator(space, features, file.stats, file.network, windows[w],

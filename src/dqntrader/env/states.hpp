@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/gemm.hpp"
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/for_each_cell.hpp"
 #include "dqntrader/core/types.hpp"
@@ -29,14 +30,17 @@ KOKKOS_INLINE_FUNCTION void store_state_cell(const Matrix<const T>& features, st
     store(cell, j - f_count == static_cast<std::size_t>(position) ? 1.0f : 0.0f);
 }
 
-/// out[i] = state (bars(i), positions(i)) for every entry of bars.
+/// out(m, e) = the state (bars(i), positions(i)) of entry i = m * E + e of source, for the M
+/// members of out (M = out.extent(0), E = source.bars.extent(0) / M).
 template <class T>
 void assemble_states(const ExecSpace& space, const Matrix<const T>& features,
-                     const StateSource& source, const StridedMatrix<T>& out) {
+                     const StateSource& source, const gemm::StridedBatch<T>& out) {
+  const std::size_t per = source.bars.extent(0) / out.extent(0);
   for_each_cell(
-      "dqntrader::env::assemble_states", space, source.bars.extent(0), out.extent(1),
-      KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) {
-        store_state_cell(features, source.bars(row), source.positions(row), out(row, j), j);
+      "dqntrader::env::assemble_states", space, source.bars.extent(0), out.extent(2),
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
+        store_state_cell(features, source.bars(i), source.positions(i), out(i / per, i % per, j),
+                         j);
       });
 }
 
@@ -47,31 +51,39 @@ struct LearningRow {
   int position;
 };
 
-/// A learning step's states in one kernel: with B = batch.size(), sampler draws the batch
-/// (sample i goes to batch entry i), out's rows [0, B) get the samples' states s and rows
-/// [B, 2B) their next states s', then rows [2B, 2B + E) the states of environments.
-/// Sampler: Sample operator()(std::size_t i) const, callable on the device, the same
-/// sample for the same i within a launch.
+/// A learning step's states in one kernel, for the M members of a population: with B =
+/// batch.size() / M and E = environments.bars.extent(0) / M, sampler draws member m's batch
+/// (its sample i goes to batch entry m B + i), and rows [0, B) of out(m) get the samples'
+/// states s, rows [B, 2B) their next states s', then rows [2B, 2B + E) the states of the
+/// member's environments; out(M + m) gets the same rows (the target network's copy, for a
+/// batched pass of the online and target networks together; out.extent(0) is 2M).
+/// Sampler: Sample operator()(std::size_t m, std::size_t i) const, callable on the device,
+/// the same sample for the same (m, i) within a launch.
 template <class T, class Sampler>
 void assemble_learning_states(const ExecSpace& space, const Matrix<const T>& features,
                               const Sampler& sampler, const replay::Batch& batch,
-                              const StateSource& environments, const StridedMatrix<T>& out) {
-  const std::size_t b = batch.size(), e = environments.bars.extent(0);
+                              const StateSource& environments, const gemm::StridedBatch<T>& out) {
+  const std::size_t members = out.extent(0) / 2;
+  const std::size_t b = batch.size() / members, e = environments.bars.extent(0) / members;
+  const std::size_t rows = 2 * b + e;
   for_each_cell(
-      "dqntrader::env::assemble_learning_states", space, 2 * b + e, out.extent(1),
-      KOKKOS_LAMBDA(const std::size_t row) {
+      "dqntrader::env::assemble_learning_states", space, members * rows, out.extent(2),
+      KOKKOS_LAMBDA(const std::size_t at) {
+        const std::size_t m = at / rows, row = at % rows;
         if (row >= 2 * b) {
-          return LearningRow{replay::Sample{}, environments.bars(row - 2 * b),
-                             environments.positions(row - 2 * b)};
+          const std::size_t i = m * e + row - 2 * b;
+          return LearningRow{replay::Sample{}, environments.bars(i), environments.positions(i)};
         }
-        const replay::Sample s = sampler(row < b ? row : row - b);
+        const replay::Sample s = sampler(m, row < b ? row : row - b);
         return row < b ? LearningRow{s, s.bar, s.position}
                        : LearningRow{s, s.next_bar, s.next_position};
       },
-      KOKKOS_LAMBDA(const std::size_t row, const std::size_t j, const LearningRow& from) {
+      KOKKOS_LAMBDA(const std::size_t at, const std::size_t j, const LearningRow& from) {
+        const std::size_t m = at / rows, row = at % rows;
         if (row < b && j == 0)
-          batch.store(row, from.sample);
-        store_state_cell(features, from.bar, from.position, out(row, j), j);
+          batch.store(m * b + row, from.sample);
+        store_state_cell(features, from.bar, from.position, out(m, row, j), j);
+        out(members + m, row, j) = out(m, row, j);
       });
 }
 

@@ -9,7 +9,7 @@ namespace dqntrader::eval {
 
 namespace {
 ParameterRows as_rows(const Parameters& parameters) {
-  return ParameterRows(parameters.data(), 1, parameters.extent(0));
+  return parameter_rows(parameters.data(), 1, parameters.extent(0));
 }
 }  // namespace
 
@@ -25,7 +25,7 @@ BacktestEvaluator::BacktestEvaluator(const ExecSpace& space, const data::Feature
       m_metrics(space, features.close(), config, window.returns()),
       m_results(Kokkos::view_alloc(space, std::string("dqntrader::eval::results")), max_policies),
       m_graph_parameters(
-          Kokkos::view_alloc(space, std::string("dqntrader::eval::graph_parameters")),
+          Kokkos::view_alloc(space, std::string("dqntrader::eval::graph_parameters")), max_policies,
           m_parameter_count) {
   validate(config);
   if (spec.positions != config.positions.size()) {
@@ -50,11 +50,22 @@ void BacktestEvaluator::check(const BarRange& range) const {
   }
 }
 
-WindowMetrics BacktestEvaluator::fetch(std::size_t slot) {
+std::vector<WindowMetrics> BacktestEvaluator::fetch(std::size_t count) {
   auto host = Kokkos::create_mirror_view(m_results);
   Kokkos::deep_copy(m_space, host, m_results);
   compat::fence(m_space, "dqntrader::eval: the host needs the metrics");
-  return host(slot);
+  return std::vector<WindowMetrics>(host.data(), host.data() + count);
+}
+
+void BacktestEvaluator::enqueue(const ParameterRows& parameters, const BarRange& range) {
+  if (parameters.extent(0) > m_results.extent(0)) {
+    throw InputError(std::to_string(parameters.extent(0)) + " policies; the evaluator takes " +
+                     std::to_string(m_results.extent(0)));
+  }
+  const std::size_t n = range.returns();
+  m_policy.enqueue(m_space, parameters, range.begin, n);
+  for (std::size_t k = 0; k < parameters.extent(0); ++k)
+    m_metrics.enqueue(m_space, range.begin, m_policy.path(k, n), m_results, k);
 }
 
 WindowMetrics BacktestEvaluator::evaluate(const Parameters& parameters) {
@@ -62,47 +73,49 @@ WindowMetrics BacktestEvaluator::evaluate(const Parameters& parameters) {
 }
 
 std::vector<WindowMetrics> BacktestEvaluator::evaluate_many(const ParameterRows& parameters) {
-  const std::size_t n = m_window.returns();
-  m_policy.enqueue(m_space, parameters, m_window.begin, n);
-  for (std::size_t k = 0; k < parameters.extent(0); ++k) {
-    m_metrics.enqueue(m_space, m_window.begin, m_policy.path(k, n), m_results, k);
-  }
-  auto host = Kokkos::create_mirror_view(m_results);
-  Kokkos::deep_copy(m_space, host, m_results);
-  compat::fence(m_space, "dqntrader::eval: the host needs the metrics");
-  return std::vector<WindowMetrics>(host.data(), host.data() + parameters.extent(0));
+  enqueue(parameters, m_window);
+  return fetch(parameters.extent(0));
 }
 
-std::vector<WindowMetrics> BacktestEvaluator::walk_forward(const Parameters& parameters,
-                                                           const std::vector<BarRange>& windows) {
-  std::vector<WindowMetrics> metrics;
+std::vector<std::vector<WindowMetrics>> BacktestEvaluator::walk_forward(
+    const ParameterRows& parameters, const std::vector<BarRange>& windows) {
+  std::vector<std::vector<WindowMetrics>> metrics;
   for (const BarRange& range : windows) {
     check(range);
-    m_policy.enqueue(m_space, as_rows(parameters), range.begin, range.returns());
-    m_metrics.enqueue(m_space, range.begin, m_policy.path(0, range.returns()), m_results, 0);
-    metrics.push_back(fetch(0));
+    enqueue(parameters, range);
+    metrics.push_back(fetch(parameters.extent(0)));
   }
   return metrics;
 }
 
-WindowMetrics BacktestEvaluator::evaluate_graphed(const Parameters& parameters) {
-  if (parameters.extent(0) != m_parameter_count) {
-    throw InputError("parameter vector holds " + std::to_string(parameters.extent(0)) +
-                     " values, the network has " + std::to_string(m_parameter_count));
+std::vector<WindowMetrics> BacktestEvaluator::evaluate_graphed(const ParameterRows& parameters) {
+  const std::size_t count = parameters.extent(0);
+  if (parameters.extent(1) != m_parameter_count || count == 0 ||
+      count > m_graph_parameters.extent(0) || (m_graph.captured() && count != m_graph_policies)) {
+    throw InputError(
+        std::to_string(count) + " parameter vectors of " + std::to_string(parameters.extent(1)) +
+        " values; the network has " + std::to_string(m_parameter_count) +
+        " and the recorded evaluation takes " +
+        std::to_string(m_graph.captured() ? m_graph_policies : m_graph_parameters.extent(0)));
   }
-  Kokkos::deep_copy(m_space, m_graph_parameters, parameters);
-  const std::size_t n = m_window.returns();
-  auto work = [this, n] {
-    m_policy.enqueue(m_space, as_rows(m_graph_parameters), m_window.begin, n);
-    m_metrics.enqueue(m_space, m_window.begin, m_policy.path(0, n), m_results, 0);
+  const auto input = m_graph_parameters;
+  const std::size_t size = m_parameter_count;
+  Kokkos::parallel_for(
+      "dqntrader::eval::graph_input", Kokkos::RangePolicy<ExecSpace>(m_space, 0, count * size),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        input(i / size, i % size) = parameters(i / size, i % size);
+      });
+  auto work = [this, count] {
+    enqueue(parameter_rows(m_graph_parameters.data(), count, m_parameter_count), m_window);
   };
   if (!m_graph.captured()) {
     work();  // warm every kernel and library path before recording
     compat::fence(m_space, "dqntrader::eval: warm-up must finish before graph capture");
     m_graph.capture(m_space, work);
+    m_graph_policies = count;
   }
   m_graph.replay(m_space);
-  return fetch(0);
+  return fetch(count);
 }
 
 PathDetail BacktestEvaluator::path_detail(const Parameters& parameters) {

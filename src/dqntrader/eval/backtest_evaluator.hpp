@@ -36,16 +36,17 @@ class BacktestEvaluator {
   /// together: every layer runs as one strided-batched product over the policies.
   std::vector<WindowMetrics> evaluate_many(const ParameterRows& parameters);
 
-  /// Metrics of one policy on each of several windows inside this evaluator's window, each
-  /// starting flat.
-  std::vector<WindowMetrics> walk_forward(const Parameters& parameters,
-                                          const std::vector<BarRange>& windows);
+  /// Metrics of every policy on each of several windows inside this evaluator's window, each
+  /// starting flat: [window][policy].
+  std::vector<std::vector<WindowMetrics>> walk_forward(const ParameterRows& parameters,
+                                                       const std::vector<BarRange>& windows);
 
-  /// evaluate(), recorded on first use and replayed after: the parameters are copied
-  /// device-to-device into the recorded input, the whole evaluation replays as one CUDA
-  /// graph, and the metrics come back. On OpenMP this is evaluate(). space must be the
+  /// evaluate_many(), recorded on first use and replayed after: the parameter rows are copied
+  /// device-to-device into the recorded input, the whole evaluation of every policy replays as
+  /// one CUDA graph, and the metrics come back. Every call passes as many policies as the
+  /// first (InputError otherwise). On OpenMP this is evaluate_many(). space must be the
   /// instance the evaluator was built with, on a stream of its own (exec::StreamSpace).
-  WindowMetrics evaluate_graphed(const Parameters& parameters);
+  std::vector<WindowMetrics> evaluate_graphed(const ParameterRows& parameters);
 
   /// Equity curve, positions and per-bar returns of one policy (host copies).
   PathDetail path_detail(const Parameters& parameters);
@@ -54,8 +55,10 @@ class BacktestEvaluator {
   const BacktestConfig& config() const { return m_metrics.config(); }
 
  private:
-  WindowMetrics fetch(std::size_t slot);
+  std::vector<WindowMetrics> fetch(std::size_t count);
   void check(const BarRange& range) const;
+  // The metrics of the policies of parameters on range, enqueued into results 0 .. count - 1.
+  void enqueue(const ParameterRows& parameters, const BarRange& range);
 
   ExecSpace m_space;
   BarRange m_window;
@@ -63,7 +66,8 @@ class BacktestEvaluator {
   QPolicy m_policy;
   MetricsEngine m_metrics;
   Kokkos::View<WindowMetrics*, DeviceMemory> m_results;
-  Kokkos::View<float*, DeviceMemory> m_graph_parameters;
+  Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory> m_graph_parameters;
+  std::size_t m_graph_policies = 0;  // how many the recording evaluates
   exec::CapturedWork m_graph;
 };
 

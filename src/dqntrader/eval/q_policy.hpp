@@ -21,8 +21,15 @@
 
 namespace dqntrader::eval {
 
-/// Flat parameter vectors (nn::ParameterLayout), one row per policy.
-using ParameterRows = Kokkos::View<const float**, Kokkos::LayoutRight, DeviceMemory>;
+/// Flat parameter vectors (nn::ParameterLayout), one row per policy; consecutive rows may lie
+/// further apart than their length (a population's parameters, padded per member).
+using ParameterRows = Kokkos::View<const float**, Kokkos::LayoutStride, DeviceMemory>;
+
+/// count rows of size values, stride values apart (stride 0: packed), from data.
+inline ParameterRows parameter_rows(const float* data, std::size_t count, std::size_t size,
+                                    std::size_t stride = 0) {
+  return ParameterRows(data, Kokkos::LayoutStride(count, stride > 0 ? stride : size, size, 1));
+}
 
 class QPolicy {
  public:

@@ -16,9 +16,9 @@ Schedule parse_schedule(const std::string& name) {
                    "' (expected constant, linear or cosine)");
 }
 
-float Adam::learning_rate(std::int64_t calls) const {
-  return scheduled_rate(m_settings.schedule, m_settings.learning_rate, m_settings.final_fraction,
-                        calls, m_settings.schedule_steps);
+float Adam::learning_rate(std::size_t member, std::int64_t calls) const {
+  const AdamSettings& s = m_settings.at(member);
+  return scheduled_rate(s.schedule, s.learning_rate, s.final_fraction, calls, s.schedule_steps);
 }
 
 namespace {
@@ -44,80 +44,110 @@ constexpr int kAhead = 4;
 
 }  // namespace
 
-Adam::Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& settings)
-    : m_settings(settings),
-      m_m(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_m")), parameters),
-      m_v(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_v")), parameters),
-      m_counters(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_counters"))),
-      m_norm_blocks(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_norm_blocks")),
-                    kNormBlocks),
-      m_arrivals(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_arrivals"))),
-      m_factors(Kokkos::view_alloc(space, std::string("dqntrader::nn::adam_factors"))) {
-  Kokkos::deep_copy(space, m_counters, AdamCounters{0, 0, 0, 0, 1.0, 1.0});
+Adam::Adam(const ExecSpace& space, const MemberVectors& layout,
+           const std::vector<AdamSettings>& settings)
+    : m_layout(layout), m_settings(settings) {
+  const std::size_t k = layout.members;
+  if (k == 0 || settings.size() != k || (k > 1 && layout.stride < layout.size))
+    throw InputError("Adam: one settings record per member, and members that do not overlap");
+  const std::size_t extent = (k - 1) * layout.stride + layout.size;
+  auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
+  m_device_settings =
+      Kokkos::View<AdamSettings*, DeviceMemory>(alloc("dqntrader::nn::adam_settings"), k);
+  m_m = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::nn::adam_m"), extent);
+  m_v = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::nn::adam_v"), extent);
+  m_counters = Kokkos::View<AdamCounters*, DeviceMemory>(alloc("dqntrader::nn::adam_counters"), k);
+  m_norm_blocks = Kokkos::View<double**, DeviceMemory>(alloc("dqntrader::nn::adam_norm_blocks"), k,
+                                                       kNormBlocks);
+  m_arrivals = Kokkos::View<int*, DeviceMemory>(alloc("dqntrader::nn::adam_arrivals"), k);
+  m_factors = Kokkos::View<AdamStepFactors*, DeviceMemory>(alloc("dqntrader::nn::adam_factors"), k);
+  auto host_settings = Kokkos::create_mirror_view(m_device_settings);
+  auto host_counters = Kokkos::create_mirror_view(m_counters);
+  for (std::size_t m = 0; m < k; ++m) {
+    host_settings(m) = settings[m];
+    host_counters(m) = AdamCounters{0, 0, 0, 0, 1.0, 1.0};
+  }
+  Kokkos::deep_copy(space, m_device_settings, host_settings);
+  Kokkos::deep_copy(space, m_counters, host_counters);
+  compat::fence(space, "dqntrader::nn::Adam: the host mirrors are released on return");
 }
 
-// Two kernels. The first takes the squared sums of kNormBlocks blocks of the gradient, one
-// team each; the team that arrives last adds them (its threads in a fixed pattern, then the
-// tree), advances the counters (a non-finite norm skips the step) and works out the factors
-// every parameter's update shares (clipping, rate, bias corrections). The second updates
-// every parameter with them.
+// Two kernels. The first takes the squared sums of kNormBlocks blocks of each member's
+// gradient, one team each; the team that arrives last among a member's adds them (its threads
+// in a fixed pattern, then the tree), advances the member's counters (a non-finite norm skips
+// its step) and works out the factors every parameter's update shares (clipping, rate, bias
+// corrections). The second updates every parameter of every member with its member's.
 template <class T>
 void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& parameters,
-                const Kokkos::View<const float*, DeviceMemory>& grads,
-                const Kokkos::View<T*, DeviceMemory>& working) {
-  const std::size_t n = parameters.extent(0);
+                const Kokkos::View<const float*, DeviceMemory>& grads, std::size_t grad_stride,
+                const Kokkos::View<T*, DeviceMemory>& working,
+                const Kokkos::View<const int*, DeviceMemory>& active) {
+  const std::size_t members = m_layout.members, n = m_layout.size, stride = m_layout.stride;
+  const std::size_t extent = (members - 1) * stride + n;
+  if (parameters.extent(0) < extent || grads.extent(0) < (members - 1) * grad_stride + n ||
+      (members > 1 && grad_stride < n) || (active.extent(0) != 0 && active.extent(0) < members)) {
+    throw InputError("Adam::step: the parameter or gradient buffers do not fit the members");
+  }
   const std::size_t block = (n + kNormBlocks - 1) / kNormBlocks;
   const auto blocks = m_norm_blocks;
   const auto arrivals = m_arrivals;
-  const AdamSettings s = m_settings;
+  const auto settings = m_device_settings;
   const auto m = m_m, v = m_v;
   const auto counters = m_counters;
   const auto factors = m_factors;
-  const double beta1 = s.beta1, beta2 = s.beta2;
+  const bool all_active = active.extent(0) == 0;
   const int team = tree_sum_team_size();
-  Policy policy(space, kNormBlocks, team);
+  Policy policy(space, static_cast<int>(members) * kNormBlocks, team);
   policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(team)));
   Kokkos::parallel_for(
       "dqntrader::nn::adam_norm", policy, KOKKOS_LAMBDA(const Member& member) {
         const int size = member.team_size(), rank = member.team_rank();
+        const std::size_t k = static_cast<std::size_t>(member.league_rank() / kNormBlocks);
+        const int b = member.league_rank() % kNormBlocks;
         const Scratch partial(member.team_scratch(0), size);
-        const std::size_t first = static_cast<std::size_t>(member.league_rank()) * block;
+        const float* const g_k = grads.data() + k * grad_stride;
+        const std::size_t first = static_cast<std::size_t>(b) * block;
         const std::size_t last = first + block < n ? first + block : n;
-        const std::size_t stride = static_cast<std::size_t>(size);
+        const std::size_t step = static_cast<std::size_t>(size);
         double sum = 0.0;
         for (std::size_t i0 = first + static_cast<std::size_t>(rank); i0 < last;
-             i0 += stride * kNormAhead) {
+             i0 += step * kNormAhead) {
           float g[kNormAhead];
-          for (int k = 0; k < kNormAhead; ++k) {
-            const std::size_t i = i0 + static_cast<std::size_t>(k) * stride;
-            g[k] = i < last ? grads(i) : 0.0f;
+          for (int a = 0; a < kNormAhead; ++a) {
+            const std::size_t i = i0 + static_cast<std::size_t>(a) * step;
+            g[a] = i < last ? g_k[i] : 0.0f;
           }
-          for (int k = 0; k < kNormAhead; ++k)
-            sum += static_cast<double>(g[k]) * g[k];
+          for (int a = 0; a < kNormAhead; ++a)
+            sum += static_cast<double>(g[a]) * g[a];
         }
         partial(rank) = sum;
         team_tree_sum(member, partial, 1);
         if (rank == 0)
-          blocks(member.league_rank()) = partial(0);
-        if (!last_to_arrive(member, &arrivals(), kNormBlocks))
+          blocks(k, b) = partial(0);
+        if (!last_to_arrive(member, &arrivals(k), kNormBlocks))
           return;
-        const volatile double* const sums = blocks.data();
+        const volatile double* const sums = &blocks(k, 0);
         double mine = 0.0;
-        for (int b = rank; b < kNormBlocks; b += size)
-          mine += sums[b];
+        for (int c = rank; c < kNormBlocks; c += size)
+          mine += sums[c];
         partial(rank) = mine;
         team_tree_sum(member, partial, 1);
         if (rank != 0)
           return;
-        const double squared = partial(0);
-        AdamCounters& c = counters();
-        c.calls += 1;
         AdamStepFactors f{0, 1.0f, 0.0f, 1.0f, 1.0f};
+        if (!all_active && active(k) == 0) {
+          factors(k) = f;  // a stopped member: nothing changes
+          return;
+        }
+        const AdamSettings s = settings(k);
+        const double squared = partial(0);
+        AdamCounters& c = counters(k);
+        c.calls += 1;
         if (squared <= compat::max_double) {
           c.applied += 1;
           c.consecutive = 0;
-          c.beta1_power *= beta1;
-          c.beta2_power *= beta2;
+          c.beta1_power *= static_cast<double>(s.beta1);
+          c.beta2_power *= static_cast<double>(s.beta2);
           const double norm = compat::kmath::sqrt(squared);
           f.apply = 1;
           f.scale = s.clip_norm > 0.0f && norm > s.clip_norm
@@ -133,60 +163,67 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
           c.skipped += 1;
           c.consecutive += 1;
         }
-        factors() = f;
+        factors(k) = f;
       });
-  // The update: a team per tile of kUpdateThreads * kTileRounds * kAhead parameters, its
-  // threads kAhead parameters at a time, kUpdateThreads apart (loaded before any is stored,
-  // so that the loads overlap).
-  const bool write_working = working.extent(0) == n;
+  // The update: a team per tile of kUpdateThreads * kTileRounds * kAhead parameters of one
+  // member, its threads kAhead parameters at a time, kUpdateThreads apart (loaded before any
+  // is stored, so that the loads overlap).
+  const bool write_working = working.extent(0) >= extent;
   const std::size_t tile = std::size_t{kUpdateThreads} * kTileRounds * kAhead;
+  const std::size_t tiles = (n + tile - 1) / tile;
   Kokkos::parallel_for(
       "dqntrader::nn::adam_update",
-      Policy(space, static_cast<int>((n + tile - 1) / tile), kUpdateThreads),
+      Policy(space, static_cast<int>(members * tiles), kUpdateThreads),
       KOKKOS_LAMBDA(const Member& member) {
-        const AdamStepFactors f = factors();
+        const std::size_t k = static_cast<std::size_t>(member.league_rank()) / tiles;
+        const AdamStepFactors f = factors(k);
         if (f.apply == 0)
-          return;  // NaN or infinity: skip the step
+          return;  // NaN or infinity, or a stopped member: skip the step
+        const AdamSettings s = settings(k);
+        const std::size_t at = k * stride;  // the member's parameters and moments
+        const float* const g_k = grads.data() + k * grad_stride;
         const std::size_t size = kUpdateThreads;
-        const std::size_t begin = static_cast<std::size_t>(member.league_rank()) * tile +
+        const std::size_t begin = static_cast<std::size_t>(member.league_rank()) % tiles * tile +
                                   static_cast<std::size_t>(member.team_rank());
         const std::size_t end = begin - static_cast<std::size_t>(member.team_rank()) + tile;
         for (std::size_t first = begin; first < end && first < n; first += size * kAhead) {
           float g[kAhead], mi[kAhead], vi[kAhead], p[kAhead];
-          for (int k = 0; k < kAhead; ++k) {
-            const std::size_t i = first + static_cast<std::size_t>(k) * size;
+          for (int a = 0; a < kAhead; ++a) {
+            const std::size_t i = first + static_cast<std::size_t>(a) * size;
             const bool in = i < n;
-            g[k] = in ? grads(i) * f.scale : 0.0f;
-            mi[k] = in ? m(i) : 0.0f;
-            vi[k] = in ? v(i) : 0.0f;
-            p[k] = in ? parameters(i) : 0.0f;
+            g[a] = in ? g_k[i] * f.scale : 0.0f;
+            mi[a] = in ? m(at + i) : 0.0f;
+            vi[a] = in ? v(at + i) : 0.0f;
+            p[a] = in ? parameters(at + i) : 0.0f;
           }
-          for (int k = 0; k < kAhead; ++k) {
-            const std::size_t i = first + static_cast<std::size_t>(k) * size;
+          for (int a = 0; a < kAhead; ++a) {
+            const std::size_t i = first + static_cast<std::size_t>(a) * size;
             if (i >= n)
               break;
-            mi[k] = s.beta1 * mi[k] + (1.0f - s.beta1) * g[k];
-            vi[k] = s.beta2 * vi[k] + (1.0f - s.beta2) * g[k] * g[k];
-            m(i) = mi[k];
-            v(i) = vi[k];
-            const float m_hat = mi[k] / f.bias1;
-            const float v_hat = vi[k] / f.bias2;
+            mi[a] = s.beta1 * mi[a] + (1.0f - s.beta1) * g[a];
+            vi[a] = s.beta2 * vi[a] + (1.0f - s.beta2) * g[a] * g[a];
+            m(at + i) = mi[a];
+            v(at + i) = vi[a];
+            const float m_hat = mi[a] / f.bias1;
+            const float v_hat = vi[a] / f.bias2;
             const float updated =
-                p[k] -
-                f.rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p[k]);
-            parameters(i) = updated;
+                p[a] -
+                f.rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p[a]);
+            parameters(at + i) = updated;
             if (write_working)
-              store(working(i), updated);
+              store(working(at + i), updated);
           }
         }
       });
 }
 
 template void Adam::step<float>(const ExecSpace&, const Kokkos::View<float*, DeviceMemory>&,
-                                const Kokkos::View<const float*, DeviceMemory>&,
-                                const Kokkos::View<float*, DeviceMemory>&);
+                                const Kokkos::View<const float*, DeviceMemory>&, std::size_t,
+                                const Kokkos::View<float*, DeviceMemory>&,
+                                const Kokkos::View<const int*, DeviceMemory>&);
 template void Adam::step<bf16>(const ExecSpace&, const Kokkos::View<float*, DeviceMemory>&,
-                               const Kokkos::View<const float*, DeviceMemory>&,
-                               const Kokkos::View<bf16*, DeviceMemory>&);
+                               const Kokkos::View<const float*, DeviceMemory>&, std::size_t,
+                               const Kokkos::View<bf16*, DeviceMemory>&,
+                               const Kokkos::View<const int*, DeviceMemory>&);
 
 }  // namespace dqntrader::nn

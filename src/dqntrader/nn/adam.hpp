@@ -1,12 +1,14 @@
 // Adam with bias correction, decoupled weight decay, a learning-rate schedule and gradient-
-// norm clipping over the flat parameter buffer, entirely on the device: a step whose
-// gradient norm is not finite is skipped (parameters and moments untouched) and counted,
-// and no value ever travels to the host during a step.
+// norm clipping over flat parameter buffers, entirely on the device, for one network or for
+// every member of a population at once, each with its own settings: a member whose gradient
+// norm is not finite skips its step (parameters and moments untouched), which is counted, and
+// no value ever travels to the host during a step.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
@@ -27,7 +29,7 @@ struct AdamSettings {
   float final_fraction = 0.1f;
 };
 
-/// Device counters of the optimizer.
+/// Device counters of the optimizer, one set per member.
 struct AdamCounters {
   std::int64_t calls;               // steps attempted: the schedule's position
   std::int64_t applied;             // steps applied: the bias correction's t
@@ -45,33 +47,46 @@ struct AdamStepFactors {
   float bias1, bias2;  // 1 - beta^t, t = steps applied
 };
 
+/// Where the members' vectors lie in a flat buffer: member m's `size` values at m * stride.
+struct MemberVectors {
+  std::size_t members = 1, size = 0, stride = 0;
+};
+
 class Adam {
  public:
-  Adam(const ExecSpace& space, std::size_t parameters, const AdamSettings& settings);
+  /// settings[m] is member m's; the members' parameters, gradients and moments are laid out
+  /// as `layout` says (the moments are allocated here in that layout).
+  Adam(const ExecSpace& space, const MemberVectors& layout,
+       const std::vector<AdamSettings>& settings);
 
-  /// One step: clips grads to clip_norm, updates parameters and moments (or skips), and
-  /// refreshes the compute-type working copy (working may be empty when T is float and
-  /// the products read the parameters themselves).
+  /// One step of every member: clips its gradient (member m's at m * grad_stride into grads)
+  /// to its clip_norm, updates its parameters and moments (or skips), and refreshes the
+  /// compute-type working copy (working may be empty when T is float and the products read
+  /// the parameters themselves). A member whose active(m) is 0 is left as it is (active
+  /// empty: every member steps).
   template <class T>
   void step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& parameters,
-            const Kokkos::View<const float*, DeviceMemory>& grads,
-            const Kokkos::View<T*, DeviceMemory>& working);
+            const Kokkos::View<const float*, DeviceMemory>& grads, std::size_t grad_stride,
+            const Kokkos::View<T*, DeviceMemory>& working,
+            const Kokkos::View<const int*, DeviceMemory>& active = {});
 
-  /// The learning rate after `calls` steps.
-  float learning_rate(std::int64_t calls) const;
+  /// Member m's learning rate after `calls` steps.
+  float learning_rate(std::size_t member, std::int64_t calls) const;
 
   Kokkos::View<float*, DeviceMemory> first_moment() const { return m_m; }
   Kokkos::View<float*, DeviceMemory> second_moment() const { return m_v; }
-  Kokkos::View<AdamCounters, DeviceMemory> counters() const { return m_counters; }
-  const AdamSettings& settings() const { return m_settings; }
+  Kokkos::View<AdamCounters*, DeviceMemory> counters() const { return m_counters; }
+  const MemberVectors& layout() const { return m_layout; }
 
  private:
-  AdamSettings m_settings;
+  MemberVectors m_layout;
+  std::vector<AdamSettings> m_settings;
+  Kokkos::View<AdamSettings*, DeviceMemory> m_device_settings;
   Kokkos::View<float*, DeviceMemory> m_m, m_v;
-  Kokkos::View<AdamCounters, DeviceMemory> m_counters;
-  Kokkos::View<double*, DeviceMemory> m_norm_blocks;  // squared sums of the gradient's blocks
-  Kokkos::View<int, DeviceMemory> m_arrivals;         // blocks summed so far in this step
-  Kokkos::View<AdamStepFactors, DeviceMemory> m_factors;
+  Kokkos::View<AdamCounters*, DeviceMemory> m_counters;
+  Kokkos::View<double**, DeviceMemory> m_norm_blocks;  // per member: squared sums of blocks
+  Kokkos::View<int*, DeviceMemory> m_arrivals;         // per member: blocks summed this step
+  Kokkos::View<AdamStepFactors*, DeviceMemory> m_factors;
 };
 
 /// The learning rate of a schedule after `calls` of `steps` steps (device and host alike).

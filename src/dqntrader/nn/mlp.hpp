@@ -1,14 +1,17 @@
-// The Q-network's forward and backward passes over a batch of states, for training.
+// The Q-network's forward and backward passes over a batch of states, for training, for one
+// network or many of the same shape at once (a population's members: every product below is
+// one strided-batched product over them, every other pass one kernel over them all).
 //
-// Parameters live in one flat float buffer (ParameterLayout); the products read a working
-// copy in the compute type T (bf16 on CUDA by default, else the float buffer itself). Hidden
-// biases are read from the working copy, the head's bias from the float buffer. The hidden
-// layers are products (backends/gemm.hpp); the head, a few columns wide, runs in passes of
-// its own: its forward (with a dueling head's combination) in head_forward, or in the kernel
-// of a loss that evaluates it on the rows it reads (head_dot, head_q), and its backward
-// inside the last hidden layer's gradient pass. A hidden layer's bias follows its weight in
-// the layout, so one product gives both gradients, [dW; db] = [X 1]^T dZ, over the layer's
-// input X followed by a column of ones (rows_with_ones): no pass sums gradients over rows.
+// Parameters live in flat float buffers (ParameterLayout), weight set k of several at k times
+// a stride; the products read a working copy in the compute type T (bf16 on CUDA by default,
+// else the float buffer itself), with the same layout. Hidden biases are read from the
+// working copy, the head's bias from the float buffer. The hidden layers are products
+// (backends/gemm.hpp); the head, a few columns wide, runs in passes of its own: its forward
+// (with a dueling head's combination) in head_forward, or in the kernel of a loss that
+// evaluates it on the rows it reads (head_dot, head_q), and its backward inside the last
+// hidden layer's gradient pass. A hidden layer's bias follows its weight in the layout, so one
+// product gives both gradients, [dW; db] = [X 1]^T dZ, over the layer's input X followed by a
+// column of ones (rows_with_ones): no pass sums gradients over rows.
 #pragma once
 
 #include <cstddef>
@@ -26,36 +29,60 @@
 
 namespace dqntrader::nn {
 
+/// count weight sets of one layout: set k's parameters at k * stride values into both the
+/// working copy and the float master (one set: count 1, stride unused).
 template <class T>
 struct Weights {
   Kokkos::View<const T*, DeviceMemory> working;     // the layout, in the compute type
   Kokkos::View<const float*, DeviceMemory> master;  // the layout, float
+  std::size_t count = 1, stride = 0;
 };
 
-/// Where a loss writes d loss / d Q for backward(): row by row through write_row, which maps
-/// it through a dueling head's combination and stores the head's output gradient in the
-/// compute type, and once through write_bias with the column sums of d loss / d Q (over the
-/// rows written), which gives the head's bias gradient. The loss's kernels call them, so
-/// that no pass of its own converts or sums the gradient.
+/// count gradient vectors of one layout in one float buffer, vector k at k * stride.
+struct Gradients {
+  Kokkos::View<float*, DeviceMemory> values;
+  std::size_t count = 1, stride = 0;
+
+  float* of(std::size_t k) const { return values.data() + k * stride; }
+};
+
+/// A matrix as a batch of one (shared by every product it meets).
+template <class T>
+gemm::StridedBatch<T> batch_of_one(const StridedMatrix<T>& x) {
+  return gemm::StridedBatch<T>(
+      x.data(), Kokkos::LayoutStride(1, 0, x.extent(0), x.stride(0), x.extent(1), 1));
+}
+
+/// Where a loss writes d loss / d Q for backward(), for each learner (one network, or each
+/// member of a population): row by row through write_row, which maps it through a dueling
+/// head's combination and stores the head's output gradient in the compute type, and once per
+/// learner through write_bias with the column sums of d loss / d Q (over the rows written),
+/// which gives the head's bias gradient. The loss's kernels call them, so that no pass of its
+/// own converts or sums the gradient.
 template <class T>
 struct OutputGradient {
-  Matrix<T> head;         // d loss / d head outputs: rows x head width
-  float* bias = nullptr;  // the head's bias gradient, head-width values
+  gemm::StridedBatch<T> head;  // d loss / d head outputs: [learner][row][head width]
+  float* bias = nullptr;       // learner k's head bias gradient at bias + k * bias_stride
+  std::size_t bias_stride = 0;
   bool dueling = false;
 
   KOKKOS_INLINE_FUNCTION std::size_t actions() const {
-    return dueling ? head.extent(1) - 1 : head.extent(1);
+    return dueling ? head.extent(2) - 1 : head.extent(2);
   }
-  /// dq(a) = d loss / d Q(row)[a] for a < actions(). Dueling, Q_a = V + A_a - mean(A):
-  /// dV = sum_a dq_a, dA_a = dq_a - mean(dq).
+  KOKKOS_INLINE_FUNCTION std::size_t learners() const { return head.extent(0); }
+  KOKKOS_INLINE_FUNCTION std::size_t rows() const { return head.extent(1); }
+  /// dq(a) = d loss / d Q(row of learner k)[a] for a < actions(). Dueling, Q_a = V + A_a -
+  /// mean(A): dV = sum_a dq_a, dA_a = dq_a - mean(dq).
   template <class Row>
-  KOKKOS_INLINE_FUNCTION void write_row(std::size_t row, const Row& dq) const {
-    write(dq, [&](std::size_t column, float value) { store(head(row, column), value); });
+  KOKKOS_INLINE_FUNCTION void write_row(std::size_t k, std::size_t row, const Row& dq) const {
+    write(dq, [&](std::size_t column, float value) { store(head(k, row, column), value); });
   }
-  /// sums(a) = the sum over rows of dq(a); the same map, the bias being added to every row.
+  /// sums(a) = the sum over learner k's rows of dq(a); the same map, the bias being added to
+  /// every row.
   template <class Sums>
-  KOKKOS_INLINE_FUNCTION void write_bias(const Sums& sums) const {
-    write(sums, [&](std::size_t column, float value) { bias[column] = value; });
+  KOKKOS_INLINE_FUNCTION void write_bias(std::size_t k, const Sums& sums) const {
+    float* const b = bias + k * bias_stride;
+    write(sums, [&](std::size_t column, float value) { b[column] = value; });
   }
 
  private:
@@ -222,41 +249,53 @@ template <class T>
 StridedMatrix<T> rows_with_ones(const ExecSpace& space, const std::string& label, std::size_t rows,
                                 std::size_t cols);
 
+/// sets blocks of rows x cols such rows, block s from row s * rows: [set][row][column].
+template <class T>
+gemm::StridedBatch<T> blocks_with_ones(const ExecSpace& space, const std::string& label,
+                                       std::size_t sets, std::size_t rows, std::size_t cols);
+
 template <class T>
 class Mlp {
  public:
   /// precision: fp32 or tf32 for T = float, bf16 for T = bf16. Buffers for up to max_rows
-  /// states are allocated here, for copies (1 or 2) networks evaluated together.
+  /// states in each of up to max_sets networks evaluated together, and for the backward pass
+  /// of up to max_learners of them (0: max_sets), are allocated here.
   Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision, std::size_t max_rows,
-      std::size_t copies = 1);
+      std::size_t max_sets = 1, std::size_t max_learners = 0);
 
-  /// q[r][a] = Q(states[r])[a] for the first rows states (states: rows x state_size, in T).
-  /// Keeps the activations (and a reference to states) for backward().
-  void forward(const ExecSpace& space, const Weights<T>& w, const StridedMatrix<const T>& states,
-               std::size_t rows, const Matrix<float>& q);
+  /// q(k, r, a) = Q_k(states(k, r))[a] for the w.count networks of w and the first rows
+  /// states of each (states: batch extent 1, shared by every network, or w.count; rows x
+  /// state_size, in T). Keeps the activations (and a reference to states) for backward(),
+  /// whose learners are these networks.
+  void forward(const ExecSpace& space, const Weights<T>& w,
+               const gemm::StridedBatch<const T>& states, std::size_t rows,
+               const gemm::StridedBatch<float>& q);
 
-  /// Two weight sets on the same states, one batched product per hidden layer: w and a second
-  /// set in the same layout target_offset elements further in both w.working and w.master (the
-  /// target network), on the first rows states. Returns the head's inputs for both (copy 0: w,
-  /// copy 1: the second set), valid until the next pass; the head is left to the caller
-  /// (head_forward, or a loss that evaluates it where it needs it). Needs two copies; keeps
-  /// w's activations for backward().
-  HeadInputs<T> forward_pair(const ExecSpace& space, const Weights<T>& w, std::size_t target_offset,
-                             const StridedMatrix<const T>& states, std::size_t rows);
+  /// The online networks and their targets together, one batched product per hidden layer:
+  /// the M = w.count online networks at m * w.stride values into w, then their targets, member
+  /// m's at (M + m) * w.stride, on the first rows states of states (batch extent 1, or 2M:
+  /// states(m) for member m's online network, states(M + m) the same for its target). Returns
+  /// the head's inputs of the 2M networks (copy m member m's online network, copy M + m its
+  /// target), valid until the next pass; the head is left to the caller (head_forward, or a
+  /// loss that evaluates it where it needs it). Keeps the online networks' activations for
+  /// backward(), whose learners they are.
+  HeadInputs<T> forward_pair(const ExecSpace& space, const Weights<T>& w,
+                             const gemm::StridedBatch<const T>& states, std::size_t rows);
 
-  /// Where the loss writes d loss / d Q for the first rows states of the last forward() and
-  /// the head's bias gradient in grads (flat, float, the parameter layout).
-  OutputGradient<T> output_gradient(std::size_t rows,
-                                    const Kokkos::View<float*, DeviceMemory>& grads) const;
+  /// Where the loss writes d loss / d Q for the first rows states of each learner of the last
+  /// forward pass, and the head's bias gradients in grads (the parameter layout, float).
+  OutputGradient<T> output_gradient(std::size_t rows, const Gradients& grads) const;
 
-  /// Completes grads: the gradient, with respect to every parameter, of sum over r < rows, a
-  /// of dq[r][a] * Q(states[r])[a], for the states of the last forward() and the dq written
-  /// through output_gradient(rows, grads) before. The weight gradients' products run on side,
-  /// forked from space as each layer's gradient is ready, beside the chain of input gradients
-  /// on space; side is joined back into space at the end. The states must have come from
-  /// rows_with_ones (InputError when their rows have no column after them).
+  /// Completes grads: for each learner k of the last forward pass, the gradient with respect
+  /// to every parameter of sum over r < rows, a of dq_k[r][a] * Q_k(states_k[r])[a], for
+  /// the states of that pass and the dq written through output_gradient(rows, grads) before.
+  /// w must be the weights of that pass (its online ones for forward_pair). The weight
+  /// gradients' products run on side, forked from space as each layer's gradient is ready,
+  /// beside the chain of input gradients on space; side is joined back into space at the end.
+  /// The states must have come from rows_with_ones (InputError when their rows have no
+  /// column after them).
   void backward(const ExecSpace& space, const exec::SideStream& side, const Weights<T>& w,
-                std::size_t rows, const Kokkos::View<float*, DeviceMemory>& grads);
+                std::size_t rows, const Gradients& grads);
 
   const ParameterLayout& layout() const { return m_layout; }
   /// The head's outputs: the actions, plus one with a dueling head.
@@ -265,34 +304,41 @@ class Mlp {
  private:
   template <class TC>
   void product(const ExecSpace& space, gemm::Op op_a, gemm::Op op_b,
-               const StridedMatrix<const T>& a, const StridedMatrix<const T>& b,
-               const StridedMatrix<TC>& c) const;
+               const gemm::StridedBatch<const T>& a, const gemm::StridedBatch<const T>& b,
+               const gemm::StridedBatch<TC>& c) const;
 
-  // The hidden layers of copies weight sets (copy c's target_offset * c values into w) on
-  // the first rows states; returns the last layer's activations [copy][row][column].
+  // The hidden layers of sets weight sets (set s at s * stride values into w) on the first
+  // rows states; returns the last layer's activations [set][row][column].
   gemm::StridedBatch<const T> hidden_layers(const ExecSpace& space, const Weights<T>& w,
-                                            std::size_t copies, std::size_t target_offset,
-                                            const StridedMatrix<const T>& states, std::size_t rows);
+                                            std::size_t sets, std::size_t stride,
+                                            const gemm::StridedBatch<const T>& states,
+                                            std::size_t rows);
 
-  // The head's inputs: the last hidden layer's activations and w's head.
+  // The head's inputs: the last hidden layer's activations and the head of each set (set s
+  // at s * stride values into w).
   HeadInputs<T> head_inputs(const Weights<T>& w, const gemm::StridedBatch<const T>& hidden,
-                            std::size_t copy_stride) const;
+                            std::size_t stride) const;
 
-  // Layer layer's activations for the first rows states of copy 0 (backward's).
-  StridedMatrix<T> hidden(std::size_t layer, std::size_t rows) const;
+  // Layer layer's activations of the learners for their first rows states.
+  gemm::StridedBatch<const T> learner_hidden(std::size_t layer, std::size_t rows) const;
+  // The learners' states of the last pass, each followed by its column of ones.
+  gemm::StridedBatch<const T> learner_states(std::size_t rows) const;
 
   ParameterLayout m_layout;
   Precision m_precision;
-  std::size_t m_max_rows, m_copies, m_head_width;
-  StridedMatrix<const T> m_states;
-  // Post-ReLU activations per hidden layer, rows_with_ones: copy c's rows from c * max_rows.
-  std::vector<StridedMatrix<T>> m_hidden;
-  Matrix<T> m_head_grad;  // d loss / d head outputs, written by the loss
-  // d loss / d Z per hidden layer (before its ReLU), each kept until the side's
-  // weight-gradient product has read it.
-  std::vector<Matrix<T>> m_layer_grads;
-  Matrix<float> m_column_partials;  // the head's weight-gradient sums per chunk of rows
-  Kokkos::View<int*, DeviceMemory> m_column_arrivals;  // chunks summed, per column tile
+  std::size_t m_max_rows, m_max_sets, m_max_learners, m_head_width = 0;
+  gemm::StridedBatch<const T> m_states;  // of the last pass
+  // The last pass's learners: its first m_learners networks.
+  std::size_t m_learners = 0;
+  // Post-ReLU activations per hidden layer, rows_with_ones: set s's rows from s * max_rows.
+  std::vector<gemm::StridedBatch<T>> m_hidden;
+  gemm::StridedBatch<T> m_head_grad;  // d loss / d head outputs, written by the loss
+  // d loss / d Z per hidden layer (before its ReLU), [learner][row][column], each kept until
+  // the side's weight-gradient product has read it.
+  std::vector<gemm::StridedBatch<T>> m_layer_grads;
+  // The head's weight-gradient sums per chunk of rows, [learner][chunk][a * width + column].
+  MatrixBatch<float> m_column_partials;
+  Kokkos::View<int**, DeviceMemory> m_column_arrivals;  // [learner][column tile]
 };
 
 }  // namespace dqntrader::nn

@@ -11,8 +11,8 @@
 namespace dqntrader::replay {
 
 VaccineSet::VaccineSet(const ExecSpace& space, const std::vector<double>& close, std::size_t begin,
-                       std::size_t end, double quantile, const RewardModel& rewards, double gamma)
-    : m_rewards(rewards), m_gamma(static_cast<float>(gamma)) {
+                       std::size_t end, double quantile, const RewardModel& rewards)
+    : m_rewards(rewards) {
   if (end < begin + 2 || end > close.size())
     throw InputError("the vaccine needs a training window of 2 bars or more");
   const std::size_t decisions = end - 1 - begin;

@@ -111,7 +111,7 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
     report.best_epoch = policy.info["epoch"].get<std::size_t>();
 
   const train::RunData run = train::load_run_data(config);
-  train::check_same_data(run, dir + "/best.dqnckpt");
+  train::check_same_data(run, dir + "/best.dqnpolicy");
   const data::Bars& bars = run.separate_validation() ? run.validation : run.bars;
   const train::RunWindows windows = train::split_windows(
       config, run.bars.size(), run.validation.size(), policy.features.warmup());

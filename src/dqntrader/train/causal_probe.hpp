@@ -2,7 +2,8 @@
 // Q-values move when one feature group is switched off? Each group (returns, volatility,
 // ofi, extra columns) is set to 0, its training mean after standardization, and the probe
 // records mean over states and actions of |Q(state with the group off) - Q(state)|. The
-// batch of all variants is built once; a probe is one forward pass and one reduction.
+// batch of all variants is built once, for each member of a population from its own seed; a
+// probe is one forward pass of every member and one kernel of sums.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/gemm.hpp"
+#include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/data/features.hpp"
 
@@ -18,25 +21,28 @@ namespace dqntrader::train {
 template <class T>
 class CausalProbe {
  public:
-  /// States at bars drawn from [begin, end) with random incoming positions (from seed).
+  /// For each member, states at bars drawn from [begin, end) with random incoming positions
+  /// (from seeds[m]).
   CausalProbe(const ExecSpace& space, const Matrix<const T>& features,
               const data::FeatureSpec& spec, std::size_t positions, std::size_t begin,
-              std::size_t end, std::size_t batch, std::uint64_t seed);
+              std::size_t end, std::size_t batch, const std::vector<std::uint64_t>& seeds);
 
-  /// The states to run the network on: (groups + 1) blocks of batch rows, block 0 as is,
-  /// block g + 1 with group g switched off.
-  Matrix<const T> states() const { return m_states; }
+  /// The states to run member m's network on, states()(m): (groups + 1) blocks of batch rows,
+  /// block 0 as is, block g + 1 with group g switched off.
+  gemm::StridedBatch<const T> states() const { return m_states; }
+  std::size_t rows() const { return m_states.extent(1); }
   const std::vector<std::string>& groups() const { return m_names; }
 
-  /// sums[g] += the probe's value for group g, from q (the Q-values of states()); sums
-  /// must hold groups().size() values.
-  void accumulate(const ExecSpace& space, const Matrix<const float>& q,
-                  const Kokkos::View<double*, DeviceMemory>& sums) const;
+  /// sums(m, g) += the probe's value for group g from q(m) (member m's Q-values of its
+  /// states()), for the members whose probe is on (members(m).probe).
+  void accumulate(const ExecSpace& space, const gemm::StridedBatch<const float>& q,
+                  const Kokkos::View<const MemberSettings*, DeviceMemory>& members,
+                  const Kokkos::View<double**, DeviceMemory>& sums) const;
 
  private:
   std::size_t m_batch;
   std::vector<std::string> m_names;
-  Matrix<T> m_states;
+  MatrixBatch<T> m_states;
 };
 
 }  // namespace dqntrader::train

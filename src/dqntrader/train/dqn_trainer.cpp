@@ -33,19 +33,50 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// target = tau * online + (1 - tau) * target, and its working copy.
+// For each active member with tau > 0: target = tau * online + (1 - tau) * target, and its
+// working copy. Member m's vectors of n values at m * stride.
 template <class T>
-void soft_update(const ExecSpace& space, const Kokkos::View<const float*, DeviceMemory>& online,
+void soft_update(const ExecSpace& space, const Kokkos::View<const MemberSettings*, DeviceMemory>& m,
+                 const Kokkos::View<const int*, DeviceMemory>& active,
+                 const Kokkos::View<const float*, DeviceMemory>& online,
                  const Kokkos::View<float*, DeviceMemory>& target,
-                 const Kokkos::View<T*, DeviceMemory>& working, float tau) {
-  const bool write_working = working.extent(0) == target.extent(0);
+                 const Kokkos::View<T*, DeviceMemory>& working, std::size_t working_target,
+                 std::size_t n, std::size_t stride) {
+  const bool write_working = working.extent(0) > 0;
   Kokkos::parallel_for(
-      "dqntrader::train::soft_update", Kokkos::RangePolicy<ExecSpace>(space, 0, target.extent(0)),
+      "dqntrader::train::soft_update", Kokkos::RangePolicy<ExecSpace>(space, 0, m.extent(0) * n),
       KOKKOS_LAMBDA(const std::size_t i) {
-        const float v = tau * online(i) + (1.0f - tau) * target(i);
-        target(i) = v;
+        const std::size_t k = i / n, at = k * stride + i % n;
+        const float tau = static_cast<float>(m(k).tau);
+        if (!(tau > 0.0f) || active(k) == 0)
+          return;
+        const float v = tau * online(at) + (1.0f - tau) * target(at);
+        target(at) = v;
         if (write_working)
-          store(working(i), v);
+          store(working(working_target + at), v);
+      });
+}
+
+// For each active member with hard target updates whose period divides learning_steps:
+// target = online, and its working copy.
+template <class T>
+void hard_update(const ExecSpace& space, const Kokkos::View<const MemberSettings*, DeviceMemory>& m,
+                 const Kokkos::View<const int*, DeviceMemory>& active,
+                 const Kokkos::View<const float*, DeviceMemory>& online,
+                 const Kokkos::View<float*, DeviceMemory>& target,
+                 const Kokkos::View<T*, DeviceMemory>& working, std::size_t working_target,
+                 std::size_t n, std::size_t stride, std::int64_t learning_steps) {
+  const bool write_working = working.extent(0) > 0;
+  Kokkos::parallel_for(
+      "dqntrader::train::hard_update", Kokkos::RangePolicy<ExecSpace>(space, 0, m.extent(0) * n),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        const std::size_t k = i / n, at = k * stride + i % n;
+        const MemberSettings s = m(k);
+        if (s.tau > 0.0 || active(k) == 0 || learning_steps % s.target_update != 0)
+          return;
+        target(at) = online(at);
+        if (write_working)
+          working(working_target + at) = working(at);
       });
 }
 
@@ -57,27 +88,56 @@ void to_working(const ExecSpace& space, const Kokkos::View<const float*, DeviceM
       KOKKOS_LAMBDA(const std::size_t i) { store(to(i), from(i)); });
 }
 
-// Rows [first, first + count) of a matrix as a matrix.
+// Rows [first, first + count) of every matrix of a batch.
 template <class T>
-Matrix<T> rows_of(const Matrix<T>& m, std::size_t first, std::size_t count) {
-  return Matrix<T>(m.data() + first * m.extent(1), count, m.extent(1));
+gemm::StridedBatch<T> rows_of(const gemm::StridedBatch<T>& m, std::size_t first,
+                              std::size_t count) {
+  return gemm::StridedBatch<T>(
+      &m(0, first, 0),
+      Kokkos::LayoutStride(m.extent(0), m.stride(0), count, m.stride(1), m.extent(2), 1));
 }
 
+// The first count matrices of a batch.
+template <class T>
+gemm::StridedBatch<T> first_matrices(const gemm::StridedBatch<T>& m, std::size_t count) {
+  return gemm::StridedBatch<T>(
+      m.data(), Kokkos::LayoutStride(count, m.stride(0), m.extent(1), m.stride(1), m.extent(2), 1));
+}
+
+// The population's host counters (the same for every member, which step together) and each
+// member's counts at its last epoch's end.
 struct HostCounters {
-  std::int64_t steps, learning_steps, epoch, skipped_before, restores_before;
+  std::int64_t steps, learning_steps, epoch;
+};
+struct MemberCounters {
+  std::int64_t skipped_before, restores_before;
 };
 
-void write_nan(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>& view,
-               std::size_t count) {
+void write_nan(const ExecSpace& space, float* values, std::size_t count) {
+  const Kokkos::View<float*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> view(values,
+                                                                                         count);
   Kokkos::parallel_for(
       "dqntrader::train::inject_nan", Kokkos::RangePolicy<ExecSpace>(space, 0, count),
       KOKKOS_LAMBDA(const std::size_t i) { view(i) = static_cast<float>(compat::quiet_nan()); });
 }
 
-void write_nan(const ExecSpace& space, const Kokkos::View<double*, DeviceMemory>& view) {
-  Kokkos::parallel_for(
-      "dqntrader::train::inject_nan", Kokkos::RangePolicy<ExecSpace>(space, 0, view.extent(0)),
-      KOKKOS_LAMBDA(const std::size_t i) { view(i) = compat::quiet_nan(); });
+// A batch's sampler for each member: from the vaccine set on a vaccine step when the member
+// uses it, from its replay ring otherwise.
+struct LearningSampler {
+  replay::ReplaySampler replay;
+  replay::VaccineSet::Sampler vaccine;
+  Kokkos::View<const MemberSettings*, DeviceMemory> members;
+  bool vaccine_step;
+
+  KOKKOS_INLINE_FUNCTION replay::Sample operator()(std::size_t m, std::size_t i) const {
+    return vaccine_step && members(m).vaccine != 0 ? vaccine(m, i) : replay(m, i);
+  }
+};
+
+template <class T>
+Kokkos::View<T*, DeviceMemory> device_array(const ExecSpace& space, const std::vector<T>& values,
+                                            const std::string& label) {
+  return upload(space, values, label);
 }
 
 }  // namespace
@@ -85,21 +145,24 @@ void write_nan(const ExecSpace& space, const Kokkos::View<double*, DeviceMemory>
 class DqnTrainer::Engine {
  public:
   virtual ~Engine() = default;
-  virtual EpochReport run_epoch() = 0;
+  virtual std::vector<EpochReport> run_epoch() = 0;
   virtual std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) = 0;
-  virtual std::vector<float> parameters() const = 0;
+  virtual std::vector<float> parameters(std::size_t member) const = 0;
   virtual std::vector<io::Section> state() const = 0;
   virtual void restore(const std::vector<io::Section>& sections, const std::string& source) = 0;
-  virtual void inject_fault(const std::string& kind) = 0;
+  virtual void inject_fault(std::size_t member, const std::string& kind) = 0;
+  virtual void stop(std::size_t member) = 0;
   virtual double recorded_kernels_per_step() const = 0;
 
-  TrainConfig config;
+  std::vector<TrainConfig> members;
+  TrainConfig config;  // the population's loop (population_config)
   nn::NetworkSpec network;
   data::FeatureSpec feature_spec;
   data::FeatureStats stats;
   std::vector<double> positions = {-1.0, 0.0, 1.0};
   std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0, vaccine_bars = 0;
   std::vector<eval::BarRange> windows;  // walk-forward validation windows
+  std::vector<int> active;              // host copy: members that still step
 };
 
 namespace {
@@ -107,10 +170,13 @@ namespace {
 template <class T>
 class EngineImpl final : public DqnTrainer::Engine {
  public:
-  EngineImpl(const ExecSpace& space, const TrainConfig& c, const data::Bars& bars,
-             const data::Bars* validation, const data::FeatureSpec& spec)
+  EngineImpl(const ExecSpace& space, const std::vector<TrainConfig>& member_configs,
+             const data::Bars& bars, const data::Bars* validation, const data::FeatureSpec& spec)
       : m_space(space), m_train_features(space, bars, spec) {
-    config = c;
+    members = member_configs;
+    config = population_config(member_configs);
+    const TrainConfig& c = config;
+    const std::size_t k = members.size();
     feature_spec = spec;
     const RunWindows w =
         split_windows(c, bars.size(), validation ? validation->size() : 0, spec.warmup());
@@ -132,166 +198,196 @@ class EngineImpl final : public DqnTrainer::Engine {
     const std::size_t p = layout.size(), b = c.batch_size, e = c.environments, a = network.actions;
     const std::size_t s = network.state_size();
 
+    // The members' settings, in device arrays the kernels read.
+    std::vector<MemberSettings> settings;
+    std::vector<nn::AdamSettings> adam;
+    std::vector<std::uint64_t> seeds;
+    int most_n_step = 1;
+    for (const TrainConfig& m : members) {
+      settings.push_back(member_settings(m, c));
+      adam.push_back(adam_settings(m));
+      seeds.push_back(m.seed);
+      most_n_step = std::max(most_n_step, m.n_step);
+    }
+    m_settings_host = settings;
+    m_settings = device_array(space, settings, "dqntrader::train::member_settings");
+    std::vector<double> huber;
+    for (const MemberSettings& m : settings)
+      huber.push_back(m.huber_delta);
+    m_huber = device_array(space, huber, "dqntrader::train::huber_delta");
+    active.assign(k, 1);
+    m_active = device_array(space, active, "dqntrader::train::active");
+    m_poisoned = Kokkos::View<int*, DeviceMemory>(
+        Kokkos::view_alloc(space, std::string("dqntrader::train::poisoned")), k);
+    m_faults.assign(k, std::string());
+
     auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
-    // Online and target parameters in one buffer, the target m_target_offset after the
-    // online (rounded up to 128 values, 256-byte aligned in bf16), so that one batched
-    // product per layer evaluates both networks; the same for the working copies.
-    m_target_offset = (p + 127) / 128 * 128;
-    m_parameters = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::parameters"),
-                                                      2 * m_target_offset);
-    m_online = Kokkos::View<float*, DeviceMemory>(m_parameters.data(), p);
-    m_target = Kokkos::View<float*, DeviceMemory>(m_parameters.data() + m_target_offset, p);
-    m_grads = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::grads"), p);
+    // Every member's online parameters, then every member's target (rounded up to 128 values,
+    // 256-byte aligned in bf16): the 2K networks of one batched product per layer lie a stride
+    // apart; the same for the working copies.
+    m_stride = (p + 127) / 128 * 128;
+    m_parameters =
+        Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::parameters"), 2 * k * m_stride);
+    m_online = Kokkos::View<float*, DeviceMemory>(m_parameters.data(), k * m_stride);
+    m_target = Kokkos::View<float*, DeviceMemory>(m_parameters.data() + k * m_stride, k * m_stride);
+    m_grads = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::grads"), k * m_stride);
     if constexpr (std::is_same<T, bf16>::value) {
       m_working =
-          Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::train::working"), 2 * m_target_offset);
-      m_online_working = Kokkos::View<T*, DeviceMemory>(m_working.data(), p);
-      m_target_working = Kokkos::View<T*, DeviceMemory>(m_working.data() + m_target_offset, p);
+          Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::train::working"), 2 * k * m_stride);
+      m_online_working = Kokkos::View<T*, DeviceMemory>(m_working.data(), k * m_stride);
+      m_target_working =
+          Kokkos::View<T*, DeviceMemory>(m_working.data() + k * m_stride, k * m_stride);
     }
-    const std::vector<float> initial = nn::initial_parameters(layout, c.seed);
-    Kokkos::deep_copy(
-        space, m_online,
-        Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-            initial.data(), p));
+    for (std::size_t m = 0; m < k; ++m) {
+      const std::vector<float> initial = nn::initial_parameters(layout, members[m].seed);
+      Kokkos::deep_copy(
+          space, Kokkos::subview(m_online, std::make_pair(m * m_stride, m * m_stride + p)),
+          Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+              initial.data(), p));
+      compat::fence(space, "dqntrader::train: a member's initial parameters are uploaded");
+    }
     Kokkos::deep_copy(space, m_target, m_online);
     refresh_working();
 
-    m_close = m_train_features.close();
-    // The environments' own copy of the prices (the one fault injection may spoil).
-    m_close_mutable =
-        Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::close"), m_close.extent(0));
-    Kokkos::deep_copy(space, m_close_mutable, m_close);
     Kokkos::View<double*, DeviceMemory> position_values(alloc("dqntrader::train::positions"),
                                                         positions.size());
     auto host_positions = Kokkos::create_mirror_view(position_values);
     for (std::size_t i = 0; i < positions.size(); ++i)
       host_positions(i) = positions[i];
     Kokkos::deep_copy(space, position_values, host_positions);
-    const replay::RewardModel rewards{m_close_mutable, position_values, c.cost, c.reward_scale};
+    const replay::RewardModel rewards{m_train_features.close(), position_values, c.cost, m_settings,
+                                      m_poisoned};
 
     env::EnvSettings env_settings;
     env_settings.environments = e;
     env_settings.begin = train_begin;
     env_settings.end = train_end;
     env_settings.episode_length = c.episode_length;
-    env_settings.epsilon_start = c.epsilon_start;
-    env_settings.epsilon_end = c.epsilon_end;
-    env_settings.epsilon_steps = static_cast<std::int64_t>(c.epsilon_steps);
-    env_settings.seed = c.seed;
     env_settings.flat_index = 1;
     m_env = std::make_unique<env::TradingEnv>(space, rewards, env_settings);
-    m_replay =
-        std::make_unique<replay::ReplayBuffer>(space, c.replay_capacity, e, c.n_step, c.gamma);
+    m_replay = std::make_unique<replay::ReplayBuffer>(space, m_settings, c.replay_capacity, e,
+                                                      most_n_step);
     m_vaccine = std::make_unique<replay::VaccineSet>(space, bars.close, train_begin, train_end,
-                                                     c.vaccine_quantile, rewards, c.gamma);
+                                                     c.vaccine_quantile, rewards);
     vaccine_bars = m_vaccine->bars();
     m_probe = std::make_unique<CausalProbe<T>>(space, m_features, spec, positions.size(),
-                                               train_begin, train_end, c.probe_batch, c.seed);
+                                               train_begin, train_end, c.probe_batch, seeds);
 
-    const std::size_t probe_rows = m_probe->states().extent(0);
+    const std::size_t probe_rows = m_probe->rows();
     const std::size_t online_rows = std::max(2 * b + e, probe_rows);
-    m_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, online_rows, 2);
+    m_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, online_rows, 2 * k, k);
+    m_adam = std::make_unique<nn::Adam>(space, nn::MemberVectors{k, p, m_stride}, adam);
+    m_guard =
+        std::make_unique<TrainingGuard>(space, nn::MemberVectors{k, p, m_stride}, c.guard_limit);
 
-    nn::AdamSettings adam;
-    adam.learning_rate = static_cast<float>(c.learning_rate);
-    adam.beta1 = static_cast<float>(c.adam_beta1);
-    adam.beta2 = static_cast<float>(c.adam_beta2);
-    adam.epsilon = static_cast<float>(c.adam_epsilon);
-    adam.weight_decay = static_cast<float>(c.weight_decay);
-    adam.clip_norm = static_cast<float>(c.clip_norm);
-    adam.schedule = nn::parse_schedule(c.lr_schedule);
-    adam.schedule_steps = static_cast<std::int64_t>(c.epochs * c.steps_per_epoch);
-    adam.final_fraction = static_cast<float>(c.lr_final_fraction);
-    m_adam = std::make_unique<nn::Adam>(space, p, adam);
-    m_guard = std::make_unique<TrainingGuard>(space, p, c.guard_limit);
-
-    m_batch = replay::Batch(space, b);
-    m_states = nn::rows_with_ones<T>(space, "dqntrader::train::states", 2 * b + e, s);
-    m_q_online = Matrix<float>(alloc("dqntrader::train::q"), online_rows, a);
-    m_td = std::make_unique<TdLoss>(space, b, e, m_net->head_width());
-    m_loss = Kokkos::View<LossSums, DeviceMemory>(alloc("dqntrader::train::loss"));
-    m_sums = Kokkos::View<LossTotals, DeviceMemory>(alloc("dqntrader::train::epoch_sums"));
-    m_probe_sums = Kokkos::View<double*, DeviceMemory>(alloc("dqntrader::train::probe_sums"),
-                                                       m_probe->groups().size());
-    m_step = Kokkos::View<std::int64_t, DeviceMemory>(alloc("dqntrader::train::step"));
+    m_batch = replay::Batch(space, k * b);
+    m_states = nn::blocks_with_ones<T>(space, "dqntrader::train::states", 2 * k, 2 * b + e, s);
+    m_q_online = MatrixBatch<float>(alloc("dqntrader::train::q"), k, online_rows, a);
+    m_td = std::make_unique<TdLoss>(space, k, b, e, m_net->head_width());
+    m_loss = Kokkos::View<LossSums*, DeviceMemory>(alloc("dqntrader::train::loss"), k);
+    m_sums = Kokkos::View<LossTotals*, DeviceMemory>(alloc("dqntrader::train::epoch_sums"), k);
+    m_probe_sums = Kokkos::View<double**, DeviceMemory>(alloc("dqntrader::train::probe_sums"), k,
+                                                        m_probe->groups().size());
+    m_step = Kokkos::View<std::int64_t*, DeviceMemory>(alloc("dqntrader::train::step"), k);
+    m_member_counters.assign(k, MemberCounters{0, 0});
     m_guard->snapshot(space, learner_state());
 
     const eval::BacktestConfig backtest = backtest_config(c, positions);
     const data::FeatureSet& val_features = m_val_features ? *m_val_features : m_train_features;
     m_evaluator = std::make_unique<eval::BacktestEvaluator>(
-        space, val_features, stats, network, eval::BarRange{val_begin, val_end}, backtest);
+        space, val_features, stats, network, eval::BarRange{val_begin, val_end}, backtest, k);
     const std::size_t span = (val_end - val_begin) / c.val_windows;
-    for (std::size_t w = 0; w < c.val_windows; ++w) {
+    for (std::size_t i = 0; i < c.val_windows; ++i) {
       windows.push_back(
-          {val_begin + w * span, w + 1 == c.val_windows ? val_end : val_begin + (w + 1) * span});
+          {val_begin + i * span, i + 1 == c.val_windows ? val_end : val_begin + (i + 1) * span});
     }
     compat::fence(space, "dqntrader::train: setup uploads finish before the host vectors go");
   }
 
-  EpochReport run_epoch() override {
+  std::vector<EpochReport> run_epoch() override {
     const TrainConfig& c = config;
+    const std::size_t k = members.size();
     const auto start = Clock::now();
     for (std::size_t done = 0; done < c.steps_per_epoch;)
       done += advance(c.steps_per_epoch - done);  // recorded cycles where they fit
-    // The one read-back of the epoch: sums and counters.
+    // The one read-back of the epoch: every member's sums and counters.
     auto sums = Kokkos::create_mirror_view(m_sums);
     auto adam = Kokkos::create_mirror_view(m_adam->counters());
     auto guard = Kokkos::create_mirror_view(m_guard->counters());
     auto probe = Kokkos::create_mirror_view(m_probe_sums);
+    auto steps = Kokkos::create_mirror_view(m_step);
     Kokkos::deep_copy(m_space, sums, m_sums);
     Kokkos::deep_copy(m_space, adam, m_adam->counters());
     Kokkos::deep_copy(m_space, guard, m_guard->counters());
     Kokkos::deep_copy(m_space, probe, m_probe_sums);
+    Kokkos::deep_copy(m_space, steps, m_step);
     compat::fence(m_space, "dqntrader::train: the epoch summary is read on the host");
     const double train_seconds = seconds_since(start);
+    ++m_epoch;
 
-    EpochReport r;
-    r.epoch = ++m_epoch;
-    r.steps = m_steps;
-    r.learning_steps = m_learning_steps;
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    const double samples = sums().batches * static_cast<double>(c.batch_size);
-    r.loss = samples > 0 ? sums().loss / samples : nan;
-    r.mean_q = samples > 0 ? sums().q / samples : nan;
-    r.epsilon = env::epsilon_at(m_env->settings(), m_steps);
-    r.learning_rate = m_adam->learning_rate(adam().calls);
-    r.skipped = adam().skipped - m_skipped_before;
-    r.restores = guard().restores - m_restores_before;
-    r.consecutive_faults = std::max(adam().consecutive, guard().consecutive);
-    m_skipped_before = adam().skipped;
-    m_restores_before = guard().restores;
-    const double probes = static_cast<double>(m_probes_this_epoch);
-    for (std::size_t g = 0; g < m_probe->groups().size(); ++g) {
-      r.probe.push_back({m_probe->groups()[g], probes > 0 ? probe(g) / probes : nan});
+    std::vector<EpochReport> reports(k);
+    for (std::size_t m = 0; m < k; ++m) {
+      EpochReport& r = reports[m];
+      r.epoch = m_epoch;
+      r.steps = steps(m);
+      r.learning_steps = adam(m).calls;
+      const double samples = sums(m).batches * static_cast<double>(c.batch_size);
+      r.loss = samples > 0 ? sums(m).loss / samples : nan;
+      r.mean_q = samples > 0 ? sums(m).q / samples : nan;
+      r.epsilon = env::epsilon_at(m_settings_host[m], steps(m));
+      r.learning_rate = m_adam->learning_rate(m, adam(m).calls);
+      r.skipped = adam(m).skipped - m_member_counters[m].skipped_before;
+      r.restores = guard(m).restores - m_member_counters[m].restores_before;
+      r.consecutive_faults = std::max(adam(m).consecutive, guard(m).consecutive);
+      m_member_counters[m] = MemberCounters{adam(m).skipped, guard(m).restores};
+      const double probes = static_cast<double>(m_probes_this_epoch);
+      for (std::size_t g = 0; g < m_probe->groups().size(); ++g) {
+        r.probe.push_back({m_probe->groups()[g], probes > 0 && m_settings_host[m].probe != 0
+                                                     ? probe(m, g) / probes
+                                                     : nan});
+      }
+      r.train_seconds = train_seconds;
     }
-    r.train_seconds = train_seconds;
     Kokkos::deep_copy(m_space, m_sums, LossTotals{0, 0, 0});
     Kokkos::deep_copy(m_space, m_probe_sums, 0.0);
     m_probes_this_epoch = 0;
 
     const auto validation_start = Clock::now();
-    r.validation = validate_online();
-    r.validation_seconds = seconds_since(validation_start);
-    double sharpe = 0.0;
-    for (const auto& m : r.validation)
-      sharpe += m.sharpe;
-    r.validation_sharpe = sharpe / static_cast<double>(r.validation.size());
-    return r;
+    const std::vector<std::vector<eval::WindowMetrics>> validation = validate_online();
+    const double validation_seconds = seconds_since(validation_start);
+    for (std::size_t m = 0; m < k; ++m) {
+      EpochReport& r = reports[m];
+      double sharpe = 0.0;
+      for (const auto& window : validation) {
+        r.validation.push_back(window[m]);
+        sharpe += window[m].sharpe;
+      }
+      r.validation_sharpe = sharpe / static_cast<double>(validation.size());
+      r.validation_seconds = validation_seconds;
+    }
+    return reports;
   }
 
   std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) override {
     const auto device = upload(m_space, parameters, "dqntrader::train::validate");
-    return windows.size() == 1 ? std::vector<eval::WindowMetrics>{m_evaluator->evaluate(device)}
-                               : m_evaluator->walk_forward(device, windows);
+    const eval::ParameterRows rows = eval::parameter_rows(device.data(), 1, device.extent(0));
+    if (windows.size() == 1)
+      return m_evaluator->evaluate_many(rows);
+    std::vector<eval::WindowMetrics> out;
+    for (const auto& window : m_evaluator->walk_forward(rows, windows))
+      out.push_back(window.front());
+    return out;
   }
 
-  std::vector<float> parameters() const override {
-    std::vector<float> host(m_online.extent(0));
+  std::vector<float> parameters(std::size_t member) const override {
+    const std::size_t p = nn::ParameterLayout(network).size();
+    std::vector<float> host(p);
     Kokkos::deep_copy(
         m_space,
         Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-            host.data(), host.size()),
-        m_online);
+            host.data(), p),
+        Kokkos::subview(m_online, std::make_pair(member * m_stride, member * m_stride + p)));
     compat::fence(m_space, "dqntrader::train: the parameters are read on the host");
     return host;
   }
@@ -314,11 +410,14 @@ class EngineImpl final : public DqnTrainer::Engine {
     save(out, "replay_total", m_replay->total());
     m_env->save(out);
     save(out, "step", m_step);
-    save(out, "close", m_close_mutable);
-    const HostCounters host{m_steps, m_learning_steps, static_cast<std::int64_t>(m_epoch),
-                            m_skipped_before, m_restores_before};
+    save(out, "poisoned", m_poisoned);
+    save(out, "active", m_active);
+    const HostCounters host{m_steps, m_learning_steps, static_cast<std::int64_t>(m_epoch)};
     out.push_back(
         {"host_counters", std::string(reinterpret_cast<const char*>(&host), sizeof host)});
+    out.push_back(
+        {"member_counters", std::string(reinterpret_cast<const char*>(m_member_counters.data()),
+                                        m_member_counters.size() * sizeof(MemberCounters))});
     return out;
   }
 
@@ -339,7 +438,8 @@ class EngineImpl final : public DqnTrainer::Engine {
     load(sections, "replay_total", m_replay->total(), source);
     m_env->load(sections, source);
     load(sections, "step", m_step, source);
-    load(sections, "close", m_close_mutable, source);
+    load(sections, "poisoned", m_poisoned, source);
+    load(sections, "active", m_active, source);
     const io::Section& h = io::find_section(sections, "host_counters", source);
     if (h.bytes.size() != sizeof(HostCounters))
       throw InputError(source, 0, 0, "bad host_counters section");
@@ -348,17 +448,31 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_steps = host.steps;
     m_learning_steps = host.learning_steps;
     m_epoch = static_cast<std::size_t>(host.epoch);
-    m_skipped_before = host.skipped_before;
-    m_restores_before = host.restores_before;
+    const io::Section& mc = io::find_section(sections, "member_counters", source);
+    if (mc.bytes.size() != m_member_counters.size() * sizeof(MemberCounters))
+      throw InputError(source, 0, 0, "bad member_counters section");
+    std::memcpy(static_cast<void*>(m_member_counters.data()), mc.bytes.data(), mc.bytes.size());
+    auto active_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_active);
+    for (std::size_t m = 0; m < active.size(); ++m)
+      active[m] = active_host(m);
     refresh_working();
     compat::fence(m_space, "dqntrader::train: the restored state is in place");
   }
 
-  void inject_fault(const std::string& kind) override {
+  void inject_fault(std::size_t member, const std::string& kind) override {
     if (kind != "batch" && kind != "gradient" && kind != "weight" && kind != "price") {
       throw InputError("unknown fault '" + kind + "' (expected batch, gradient, weight or price)");
     }
-    m_fault = kind;
+    m_faults.at(member) = kind;
+  }
+
+  void stop(std::size_t member) override {
+    active.at(member) = 0;
+    const Kokkos::View<int*, DeviceMemory> all = m_active;
+    const int m = static_cast<int>(member);
+    Kokkos::parallel_for(
+        "dqntrader::train::stop", Kokkos::RangePolicy<ExecSpace>(m_space, 0, 1),
+        KOKKOS_LAMBDA(const int) { all(m) = 0; });
   }
 
  private:
@@ -370,22 +484,25 @@ class EngineImpl final : public DqnTrainer::Engine {
     }
   }
 
+  std::size_t count() const { return members.size(); }
+
+  // Every member's online network, a stride apart; pair_weights() the same followed by the
+  // targets (forward_pair reads them there).
   nn::Weights<T> online_weights() const {
     if constexpr (std::is_same<T, bf16>::value) {
-      return {m_online_working, m_online};
+      return {m_online_working, m_online, count(), m_stride};
     } else {
-      return {m_online, m_online};
+      return {m_online, m_online, count(), m_stride};
     }
   }
-
-  // Both networks' parameters, the target's m_target_offset after the online's.
   nn::Weights<T> pair_weights() const {
     if constexpr (std::is_same<T, bf16>::value) {
-      return {m_working, m_parameters};
+      return {m_working, m_parameters, count(), m_stride};
     } else {
-      return {m_parameters, m_parameters};
+      return {m_parameters, m_parameters, count(), m_stride};
     }
   }
+  nn::Gradients gradients() const { return nn::Gradients{m_grads, count(), m_stride}; }
 
   LearnerState<T> learner_state() const {
     return LearnerState<T>{
@@ -394,10 +511,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   void refresh_working() const {
-    if constexpr (std::is_same<T, bf16>::value) {
-      to_working(m_space, Kokkos::View<const float*, DeviceMemory>(m_online), m_online_working);
-      to_working(m_space, Kokkos::View<const float*, DeviceMemory>(m_target), m_target_working);
-    }
+    if constexpr (std::is_same<T, bf16>::value)
+      to_working(m_space, Kokkos::View<const float*, DeviceMemory>(m_parameters), m_working);
   }
 
   double recorded_kernels_per_step() const override {
@@ -405,16 +520,44 @@ class EngineImpl final : public DqnTrainer::Engine {
     return steps > 0 ? static_cast<double>(m_cycle.kernels()) / static_cast<double>(steps) : 0.0;
   }
 
-  std::vector<eval::WindowMetrics> validate_online() {
+  // Every member's validation: [window][member].
+  std::vector<std::vector<eval::WindowMetrics>> validate_online() {
+    const std::size_t p = nn::ParameterLayout(network).size();
+    const eval::ParameterRows rows = eval::parameter_rows(m_online.data(), count(), p, m_stride);
     if (windows.size() == 1)
-      return {m_evaluator->evaluate_graphed(m_online)};
-    return m_evaluator->walk_forward(m_online, windows);
+      return {m_evaluator->evaluate_graphed(rows)};
+    return m_evaluator->walk_forward(rows, windows);
+  }
+
+  bool faults_pending() const {
+    return std::any_of(m_faults.begin(), m_faults.end(),
+                       [](const std::string& f) { return !f.empty(); });
+  }
+
+  // Whether a hard target update is due for some member after learning step `learning`.
+  bool hard_update_due(std::int64_t learning) const {
+    for (std::size_t m = 0; m < count(); ++m) {
+      const MemberSettings& s = m_settings_host[m];
+      if (active[m] != 0 && s.tau == 0.0 && learning % s.target_update == 0)
+        return true;
+    }
+    return false;
+  }
+
+  void hard_updates(std::int64_t learning) {
+    if (!hard_update_due(learning))
+      return;
+    const std::size_t p = nn::ParameterLayout(network).size();
+    hard_update(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
+                Kokkos::View<const int*, DeviceMemory>(m_active),
+                Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
+                count() * m_stride, p, m_stride, learning);
   }
 
   // Takes up to `left` steps and returns how many: one recorded cycle of graph_steps steps
   // when a cycle fits and learning runs throughout it, else one step. A cycle covers whole
   // periods of the vaccine, guard and probe, so that every replay repeats the same pattern;
-  // the hard target update, which needs a longer period, runs between replays.
+  // the hard target updates, which need longer periods, run between replays.
   std::size_t advance(std::size_t left) {
     const TrainConfig& c = config;
     const std::int64_t cycle = static_cast<std::int64_t>(recorded_steps(c));
@@ -424,7 +567,7 @@ class EngineImpl final : public DqnTrainer::Engine {
       m_first_cycle = (m_learning_steps / cycle + 2) * cycle;
     const bool cyclic = cycle > 0 && m_learning_steps >= m_first_cycle &&
                         m_learning_steps % cycle == 0 && left >= static_cast<std::size_t>(cycle) &&
-                        m_fault.empty();
+                        !faults_pending();
     if (!cyclic) {
       step();
       return 1;
@@ -453,135 +596,148 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_steps += cycle;
     if (c.probe_interval > 0)
       m_probes_this_epoch += static_cast<std::size_t>(cycle) / c.probe_interval;
-    for (std::int64_t i = 0; i < cycle; ++i) {
-      ++m_learning_steps;
-      if (c.tau == 0.0 && m_learning_steps % static_cast<std::int64_t>(c.target_update) == 0) {
-        Kokkos::deep_copy(m_space, m_target, m_online);
-        if constexpr (std::is_same<T, bf16>::value)
-          Kokkos::deep_copy(m_space, m_target_working, m_online_working);
-      }
-    }
+    for (std::int64_t i = 0; i < cycle; ++i)
+      hard_updates(++m_learning_steps);
     return static_cast<std::size_t>(cycle);
   }
 
-  // One step. Work on the side stream (m_side) runs beside the main stream's: the
-  // environments' step and the TD loss's sums across teams beside the backward pass, the
+  // One step of every member. Work on the side stream (m_side) runs beside the main stream's:
+  // the environments' step and the TD loss's sums across teams beside the backward pass, the
   // weight gradients' products beside the chain of input gradients (Mlp::backward), and the
   // next learning step's state assembly beside this one's Adam, guard and probe. The side is
   // joined back before anything on the main stream reads what it wrote, and by the end of
   // every step.
   void step() {
     const TrainConfig& c = config;
-    const std::size_t b = c.batch_size, e = c.environments;
-    if (m_fault == "price") {
-      write_nan(m_space, m_close_mutable);  // every price from now on
-      m_fault.clear();
-      m_side.fork(m_space);  // the side's assembly and environments read the prices
+    const std::size_t b = c.batch_size, e = c.environments, k = count();
+    for (std::size_t m = 0; m < k; ++m) {
+      if (m_faults[m] != "price")
+        continue;
+      const Kokkos::View<int*, DeviceMemory> poisoned = m_poisoned;
+      const int member = static_cast<int>(m);
+      Kokkos::parallel_for(
+          "dqntrader::train::inject_price_fault", Kokkos::RangePolicy<ExecSpace>(m_space, 0, 1),
+          KOKKOS_LAMBDA(const int) { poisoned(member) = 1; });  // every reward from now on
+      m_faults[m].clear();
+      m_side.fork(m_space);  // the side's assembly and environments read the rewards
     }
     // Learning, once the replay holds enough complete n-step windows (the host knows the
-    // count: every step writes E transitions), draws its batch first, so that one pass of
-    // the online and target networks together (one batched product per hidden layer)
-    // evaluates the batch's states and the environments' (rows [2B, 2B + E)), and the TD
-    // loss, which evaluates the head, gives the environments' Q-values with the loss; then
-    // the environments act and write their transitions, and the learning step follows.
+    // count: every step writes E transitions to each ring), draws its batches first, so that
+    // one pass of every member's online and target networks together (one batched product
+    // per hidden layer) evaluates the batches' states and the environments' (rows
+    // [2B, 2B + E)), and the TD loss, which evaluates the heads, gives the environments'
+    // Q-values with the loss; then the environments act and write their transitions, and the
+    // learning step follows.
     const std::int64_t total = m_steps * static_cast<std::int64_t>(e);
     const bool ready = total >= static_cast<std::int64_t>(c.learning_starts) &&
                        m_replay->end_sampleable(total) > m_replay->first_sampleable(total);
     const env::StateSource environments{m_env->bars(), m_env->positions()};
-    Matrix<const float> env_q;
+    const gemm::StridedBatch<float> q(m_q_online);
+    gemm::StridedBatch<const float> env_q;
     TdLoss::Partials loss_partials;
     if (ready) {
       // On the side, after the environments' last step and the last backward's reads of the
       // states, which went there too.
       assemble_learning_states(environments);
       m_side.join(m_space);
-      loss_partials = loss(
-          b, m_net->forward_pair(m_space, pair_weights(), m_target_offset, m_states, 2 * b + e));
-      env_q = rows_of(Matrix<const float>(m_q_online), 2 * b, e);
+      loss_partials = loss(b, m_net->forward_pair(m_space, pair_weights(), m_states, 2 * b + e));
+      env_q = rows_of(gemm::StridedBatch<const float>(q), 2 * b, e);
     } else {
+      const gemm::StridedBatch<T> online_states = first_matrices(m_states, k);
       env::assemble_states(m_space, Matrix<const T>(m_features), environments,
-                           StridedMatrix<T>(Kokkos::subview(
-                               m_states, std::make_pair(std::size_t{0}, e), Kokkos::ALL)));
-      m_net->forward(m_space, online_weights(), m_states, e, m_q_online);
-      env_q = rows_of(Matrix<const float>(m_q_online), 0, e);
+                           rows_of(online_states, 0, e));
+      m_net->forward(m_space, online_weights(), online_states, e, rows_of(q, 0, e));
+      env_q = rows_of(gemm::StridedBatch<const float>(q), 0, e);
     }
     ++m_steps;
     m_side.fork(m_space);
-    m_env->step(m_side.space(), env_q, *m_replay, m_step);  // and advances the replay and m_step
+    // ... and advances the replays' totals and the members' step counters.
+    m_env->step(m_side.space(), env_q, *m_replay, m_step, m_active);
     if (!ready) {
       m_side.join(m_space);
       return;
     }
-    // The loss's sums across teams and the head's bias gradient, beside the head's backward
-    // pass: Adam, after the side is joined, reads the gradient; the guard reads the sums.
-    m_td->add(m_side.space(), loss_partials, m_net->output_gradient(b, m_grads), m_loss, m_sums);
+    // The loss's sums across teams and the heads' bias gradients, beside the heads' backward
+    // pass: Adam, after the side is joined, reads the gradients; the guard reads the sums.
+    m_td->add(m_side.space(), loss_partials, m_net->output_gradient(b, gradients()), m_loss,
+              m_sums);
     learn(b);  // its backward joins the side: the environments' Q-values are free after it
     monitor(b);
   }
 
-  // The TD loss of this learning step's batch, through the head of both networks on the
-  // hidden layers evaluated in step(); it also writes the online Q-values of every row, the
-  // environments' included. Returns its sums across teams, which step() adds on the side.
+  // The TD loss of this learning step's batches, through the heads of the online and target
+  // networks on the hidden layers evaluated in step(); it also writes the online Q-values of
+  // every row, the environments' included. Returns its sums across teams, which step() adds
+  // on the side.
   TdLoss::Partials loss(std::size_t b, const nn::HeadInputs<T>& head) {
     const TrainConfig& c = config;
     ++m_learning_steps;
-    if (m_fault == "batch")
-      write_nan(m_space, m_batch.return_n, 1);
-    return m_td->compute(m_space, head, 2 * b + c.environments, m_q_online, m_batch, c.huber_delta,
-                         m_net->output_gradient(b, m_grads));
+    for (std::size_t m = 0; m < count(); ++m) {
+      if (m_faults[m] == "batch")
+        write_nan(m_space, m_batch.return_n.data() + m * b, 1);
+    }
+    return m_td->compute(m_space, head, 2 * b + c.environments, m_q_online, m_batch,
+                         Kokkos::View<const double*, DeviceMemory>(m_huber),
+                         m_net->output_gradient(b, gradients()));
   }
 
-  // Draws the batch of this learning step, from the vaccine set every vaccine_interval-th
-  // step, and assembles its states and the environments' in one kernel, on the side.
+  // Draws the batches of this learning step, from the vaccine set every vaccine_interval-th
+  // step for the members that use it, and assembles their states and the environments' in one
+  // kernel, on the side.
   void assemble_learning_states(const env::StateSource& environments) {
     const TrainConfig& c = config;
     const std::int64_t learning_step = m_learning_steps + 1;
-    const Matrix<const T> features(m_features);
-    const ExecSpace& side = m_side.space();
-    if (c.vaccine_interval > 0 &&
-        learning_step % static_cast<std::int64_t>(c.vaccine_interval) == 0) {
-      env::assemble_learning_states(side, features, m_vaccine->sampler(c.seed, m_step), m_batch,
-                                    environments, m_states);
-    } else {
-      env::assemble_learning_states(side, features, m_replay->sampler(c.seed, m_step), m_batch,
-                                    environments, m_states);
-    }
+    const bool vaccine_step = c.vaccine_interval > 0 &&
+                              learning_step % static_cast<std::int64_t>(c.vaccine_interval) == 0;
+    const LearningSampler sampler{m_replay->sampler(m_step), m_vaccine->sampler(m_step), m_settings,
+                                  vaccine_step};
+    env::assemble_learning_states(m_side.space(), Matrix<const T>(m_features), sampler, m_batch,
+                                  environments, m_states);
   }
 
-  // The rest of the learning step, after loss(): backward, Adam, the target network.
+  // The rest of the learning step, after loss(): backward, Adam, the target networks.
   void learn(std::size_t b) {
-    const TrainConfig& c = config;
-    m_net->backward(m_space, m_side, online_weights(), b, m_grads);
-    if (m_fault == "gradient")
-      write_nan(m_space, m_grads, 1);
-    m_adam->step(m_space, m_online, m_grads, m_online_working);
-    if (m_fault == "weight")
-      write_nan(m_space, m_online, 1);
-    if (m_fault != "price")
-      m_fault.clear();  // one-shot faults are spent
-    if (c.tau > 0.0) {
-      soft_update(m_space, Kokkos::View<const float*, DeviceMemory>(m_online), m_target,
-                  m_target_working, static_cast<float>(c.tau));
-    } else if (!m_recording && m_learning_steps % static_cast<std::int64_t>(c.target_update) == 0) {
-      Kokkos::deep_copy(m_space, m_target, m_online);
-      if constexpr (std::is_same<T, bf16>::value)
-        Kokkos::deep_copy(m_space, m_target_working, m_online_working);
+    const std::size_t p = nn::ParameterLayout(network).size();
+    m_net->backward(m_space, m_side, online_weights(), b, gradients());
+    for (std::size_t m = 0; m < count(); ++m) {
+      if (m_faults[m] == "gradient")
+        write_nan(m_space, m_grads.data() + m * m_stride, 1);
     }
+    m_adam->step(m_space, m_online, Kokkos::View<const float*, DeviceMemory>(m_grads), m_stride,
+                 m_online_working, Kokkos::View<const int*, DeviceMemory>(m_active));
+    for (std::size_t m = 0; m < count(); ++m) {
+      if (m_faults[m] == "weight")
+        write_nan(m_space, m_online.data() + m * m_stride, 1);
+      if (m_faults[m] != "price")
+        m_faults[m].clear();  // one-shot faults are spent
+    }
+    if (std::any_of(m_settings_host.begin(), m_settings_host.end(),
+                    [](const MemberSettings& s) { return s.tau > 0.0; })) {
+      soft_update(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
+                  Kokkos::View<const int*, DeviceMemory>(m_active),
+                  Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
+                  count() * m_stride, p, m_stride);
+    }
+    if (!m_recording)
+      hard_updates(m_learning_steps);
   }
 
   // The guard's check and the causal probe, at their intervals, after learning step b.
   void monitor(std::size_t b) {
     const TrainConfig& c = config;
+    const gemm::StridedBatch<float> q(m_q_online);
     if (c.guard_interval > 0 &&
         m_learning_steps % static_cast<std::int64_t>(c.guard_interval) == 0) {
-      m_guard->check(m_space, learner_state(), rows_of(Matrix<const float>(m_q_online), 0, 2 * b),
-                     m_loss);
+      m_guard->check(m_space, learner_state(),
+                     rows_of(gemm::StridedBatch<const float>(q), 0, 2 * b),
+                     Kokkos::View<const LossSums*, DeviceMemory>(m_loss),
+                     Kokkos::View<const int*, DeviceMemory>(m_active));
     }
     if (c.probe_interval > 0 &&
         m_learning_steps % static_cast<std::int64_t>(c.probe_interval) == 0) {
-      const Matrix<const T> states = m_probe->states();
-      m_net->forward(m_space, online_weights(), states, states.extent(0), m_q_online);
-      m_probe->accumulate(m_space, rows_of(Matrix<const float>(m_q_online), 0, states.extent(0)),
+      const std::size_t rows = m_probe->rows();
+      m_net->forward(m_space, online_weights(), m_probe->states(), rows, rows_of(q, 0, rows));
+      m_probe->accumulate(m_space, rows_of(gemm::StridedBatch<const float>(q), 0, rows), m_settings,
                           m_probe_sums);
       ++m_probes_this_epoch;
     }
@@ -591,31 +747,38 @@ class EngineImpl final : public DqnTrainer::Engine {
   data::FeatureSet m_train_features;
   std::unique_ptr<data::FeatureSet> m_val_features;
   Matrix<T> m_features;
-  Kokkos::View<const double*, DeviceMemory> m_close;
-  Kokkos::View<double*, DeviceMemory> m_close_mutable;
-  std::string m_fault;
-  std::size_t m_target_offset = 0;
-  Kokkos::View<float*, DeviceMemory> m_parameters;  // [online | target]
+  std::vector<MemberSettings> m_settings_host;
+  Kokkos::View<MemberSettings*, DeviceMemory> m_settings;
+  Kokkos::View<double*, DeviceMemory> m_huber;  // each member's Huber threshold
+  Kokkos::View<int*, DeviceMemory> m_active;    // members that still step
+  Kokkos::View<int*, DeviceMemory> m_poisoned;  // members whose rewards are NaN (a test fault)
+  std::vector<std::string> m_faults;            // per member: the fault of its next step
+  std::size_t m_stride = 0;                     // between consecutive members' vectors
+  // Every member's online parameters, then every member's target.
+  Kokkos::View<float*, DeviceMemory> m_parameters;
   Kokkos::View<float*, DeviceMemory> m_online, m_target, m_grads;
-  Kokkos::View<T*, DeviceMemory> m_working;  // bf16: [online | target] working copies
+  Kokkos::View<T*, DeviceMemory> m_working;  // bf16: the working copies, laid out alike
   Kokkos::View<T*, DeviceMemory> m_online_working, m_target_working;
   std::unique_ptr<env::TradingEnv> m_env;
   std::unique_ptr<replay::ReplayBuffer> m_replay;
   std::unique_ptr<replay::VaccineSet> m_vaccine;
   std::unique_ptr<CausalProbe<T>> m_probe;
-  std::unique_ptr<nn::Mlp<T>> m_net;  // the online network, and the target with it
+  std::unique_ptr<nn::Mlp<T>> m_net;  // every member's online network, and the targets with them
   std::unique_ptr<nn::Adam> m_adam;
   std::unique_ptr<TrainingGuard> m_guard;
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
   replay::Batch m_batch;
-  StridedMatrix<T> m_states;  // [s; s'; the environments' states], rows_with_ones
-  Matrix<float> m_q_online;   // the online network's Q-values
+  // [s; s'; the environments' states] of member m in block m and again in block K + m (for
+  // its target), rows_with_ones.
+  gemm::StridedBatch<T> m_states;
+  MatrixBatch<float> m_q_online;  // each member's online network's Q-values
   std::unique_ptr<TdLoss> m_td;
-  Kokkos::View<LossSums, DeviceMemory> m_loss;
-  Kokkos::View<LossTotals, DeviceMemory> m_sums;  // the epoch's, read once per epoch
-  Kokkos::View<double*, DeviceMemory> m_probe_sums;
-  Kokkos::View<std::int64_t, DeviceMemory> m_step;
-  std::int64_t m_steps = 0, m_learning_steps = 0, m_skipped_before = 0, m_restores_before = 0;
+  Kokkos::View<LossSums*, DeviceMemory> m_loss;
+  Kokkos::View<LossTotals*, DeviceMemory> m_sums;  // the epoch's, read once per epoch
+  Kokkos::View<double**, DeviceMemory> m_probe_sums;
+  Kokkos::View<std::int64_t*, DeviceMemory> m_step;
+  std::vector<MemberCounters> m_member_counters;
+  std::int64_t m_steps = 0, m_learning_steps = 0;
   std::size_t m_epoch = 0, m_probes_this_epoch = 0;
   exec::SideStream m_side;  // work beside the main stream's (step())
   exec::CapturedWork m_cycle;
@@ -645,27 +808,41 @@ RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t val
   return w;
 }
 
-DqnTrainer::DqnTrainer(const ExecSpace& space, const TrainConfig& config, const data::Bars& bars,
-                       const data::Bars* validation) {
-  train::validate(config);
+DqnTrainer::DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& members,
+                       const data::Bars& bars, const data::Bars* validation) {
+  for (const TrainConfig& c : members)
+    train::validate(c);
+  check_population(members);
+  const TrainConfig& config = members.front();
   data::FeatureConfig features;
   features.return_window = config.return_window;
   features.volatility_window = config.volatility_window;
   features.ofi_window = config.ofi_window;
   const data::FeatureSpec spec = data::resolve_features(features, bars);
-  data::check_features_available(spec, bars, 3 * static_cast<std::size_t>(config.n_step) + 8);
+  int most_n_step = 1;
+  for (const TrainConfig& c : members)
+    most_n_step = std::max(most_n_step, c.n_step);
+  data::check_features_available(spec, bars, 3 * static_cast<std::size_t>(most_n_step) + 8);
   if (validation != nullptr)
     data::check_features_available(spec, *validation, 2 * config.val_windows + 1);
   if (config.precision == Precision::bf16) {
-    m_engine = std::make_unique<EngineImpl<bf16>>(space, config, bars, validation, spec);
+    m_engine = std::make_unique<EngineImpl<bf16>>(space, members, bars, validation, spec);
   } else {
-    m_engine = std::make_unique<EngineImpl<float>>(space, config, bars, validation, spec);
+    m_engine = std::make_unique<EngineImpl<float>>(space, members, bars, validation, spec);
   }
 }
 
+DqnTrainer::DqnTrainer(const ExecSpace& space, const TrainConfig& config, const data::Bars& bars,
+                       const data::Bars* validation)
+    : DqnTrainer(space, std::vector<TrainConfig>{config}, bars, validation) {}
+
 DqnTrainer::~DqnTrainer() = default;
 
-EpochReport DqnTrainer::run_epoch() {
+std::size_t DqnTrainer::members() const {
+  return m_engine->members.size();
+}
+
+std::vector<EpochReport> DqnTrainer::run_epoch() {
   return m_engine->run_epoch();
 }
 
@@ -673,8 +850,8 @@ std::vector<eval::WindowMetrics> DqnTrainer::validate(const std::vector<float>& 
   return m_engine->validate(parameters);
 }
 
-std::vector<float> DqnTrainer::parameters() const {
-  return m_engine->parameters();
+std::vector<float> DqnTrainer::parameters(std::size_t member) const {
+  return m_engine->parameters(member);
 }
 std::vector<io::Section> DqnTrainer::state() const {
   return m_engine->state();
@@ -684,8 +861,16 @@ void DqnTrainer::restore(const std::vector<io::Section>& sections, const std::st
   m_engine->restore(sections, source);
 }
 
-void DqnTrainer::inject_fault(const std::string& kind) {
-  m_engine->inject_fault(kind);
+void DqnTrainer::inject_fault(std::size_t member, const std::string& kind) {
+  m_engine->inject_fault(member, kind);
+}
+
+void DqnTrainer::stop(std::size_t member) {
+  m_engine->stop(member);
+}
+
+bool DqnTrainer::active(std::size_t member) const {
+  return m_engine->active.at(member) != 0;
 }
 
 double DqnTrainer::recorded_kernels_per_step() const {

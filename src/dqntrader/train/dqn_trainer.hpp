@@ -1,21 +1,31 @@
-// DQNTrainer: double DQN trained on the device, validated on the device.
+// DQNTrainer: double DQN trained on the device, validated on the device, for a population
+// of K members trained as one loop (one agent is a population of one: there is no other path).
+//
+// The members share the shapes (network, batch, environments, replay capacity, episode
+// length, features), the data and the loop (epochs, steps, intervals) and may differ in the
+// rest (train_config.hpp: member_setting_names()). Every device array carries the member as
+// its outermost index; per-member settings live in small device arrays read by the kernels;
+// every random stream is keyed by (member seed, step, purpose), so member i's numbers do not
+// depend on K or on its neighbours.
 //
 // One step, with no host round trip, on the execution space given and a side stream that
 // takes the work which can run beside it (step() in dqn_trainer.cpp says which; the order
-// below is the order of the data): once learning has started, a batch is drawn from the
-// replay ring (from the vaccine set every vaccine_interval-th step) and one kernel rebuilds
-// by index the batch's states s and s' and the environments' states; one pass of the online
-// and the target network together (one batched product per hidden layer) evaluates all of
-// them up to the head; the fused TD kernel evaluates the head where it needs it and gives the
-// Huber loss, dL/dQ (from the target's Q-values of s') and the environments' online Q-values;
-// the environments act on those and write their transitions into the ring (before learning
-// starts, the online network evaluates the environments alone); then backward
-// fills the gradients, Adam (with clipping and its finite check) updates, the target follows
-// (hard every target_update steps or soft with tau), the guard checks every guard_interval
-// steps and the causal probe runs every probe_interval steps. A batch is drawn before the
-// step's own transitions enter the ring. Nothing is logged and nothing is read back inside
-// the loop: at the epoch's end one small struct of sums comes back and the BacktestEvaluator
-// validates the online network on the validation window.
+// below is the order of the data): once learning has started, a batch is drawn from each
+// member's replay ring (from the vaccine set every vaccine_interval-th step, for the members
+// that use it) and one kernel rebuilds by index the batches' states s and s' and the
+// environments' states; one pass of every member's online and target networks together (one
+// batched product per hidden layer) evaluates all of them up to the head; the fused TD kernel
+// evaluates the heads where it needs them and gives each member's Huber loss, dL/dQ (from its
+// target's Q-values of s') and its environments' online Q-values; the environments act on
+// those and write their transitions into their rings (before learning starts, the online
+// networks evaluate the environments alone); then backward fills the gradients (one batched
+// product per layer over the members), Adam (each member's clipping and finite check) updates,
+// the targets follow (hard every member's target_update steps or soft with its tau), the guard
+// checks every guard_interval steps and the causal probe runs every probe_interval steps. A
+// batch is drawn before the step's own transitions enter the ring. Nothing is logged and
+// nothing is read back inside the loop: at the epoch's end one small struct of sums per member
+// comes back and the BacktestEvaluator validates every member's online network on the
+// validation window in one pass.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +46,7 @@
 
 namespace dqntrader::train {
 
+/// One member's epoch.
 struct EpochReport {
   std::size_t epoch = 0;                  // 1-based
   std::int64_t steps = 0;                 // steps taken so far
@@ -49,7 +60,7 @@ struct EpochReport {
   double validation_sharpe = 0;                 // mean over the windows
   std::vector<std::pair<std::string, double>>
       probe;  // mean |dQ| per feature group (NaN if no probe ran)
-  double train_seconds = 0, validation_seconds = 0;
+  double train_seconds = 0, validation_seconds = 0;  // the population's, shared
 };
 
 /// A run's bar ranges: training at the start of the bars after the feature warm-up and
@@ -64,40 +75,53 @@ RunWindows split_windows(const TrainConfig& config, std::size_t bars, std::size_
 
 class DqnTrainer {
  public:
-  /// bars: the training data (and, without validation, the validation tail); validation:
-  /// separate validation bars or nullptr. space should be an exec::StreamSpace's, so that
-  /// validation can run as a recorded graph on CUDA.
+  /// members: each member's settings (check_population() must accept them); bars: the
+  /// training data (and, without validation, the validation tail); validation: separate
+  /// validation bars or nullptr. space should be an exec::StreamSpace's, so that validation
+  /// can run as a recorded graph on CUDA.
+  DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& members,
+             const data::Bars& bars, const data::Bars* validation = nullptr);
+  /// One agent: a population of one.
   DqnTrainer(const ExecSpace& space, const TrainConfig& config, const data::Bars& bars,
              const data::Bars* validation = nullptr);
   ~DqnTrainer();
   DqnTrainer(const DqnTrainer&) = delete;
   DqnTrainer& operator=(const DqnTrainer&) = delete;
 
-  /// steps_per_epoch steps, then validation.
-  EpochReport run_epoch();
+  std::size_t members() const;
+
+  /// steps_per_epoch steps of every active member, then validation of every member in one
+  /// pass: one report per member (a stopped member's repeats its last state).
+  std::vector<EpochReport> run_epoch();
 
   /// Metrics of parameters (host, flat layout) on the validation windows.
   std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters);
 
-  /// The online network's parameters (host copy).
-  std::vector<float> parameters() const;
+  /// Member m's online network's parameters (host copy).
+  std::vector<float> parameters(std::size_t member) const;
 
-  /// Everything needed to continue exactly where the trainer stands (between epochs):
-  /// online and target parameters, Adam's moments and counters, the guard's snapshot and
-  /// counters, the replay ring and its count, the environments, the step counter (the
-  /// position of every random stream) and the host's counters.
+  /// Everything needed to continue exactly where the population stands (between epochs):
+  /// every member's online and target parameters, Adam's moments and counters, the guard's
+  /// snapshots and counters, the replay rings and their counts, the environments, the step
+  /// counters (the position of every random stream), which members still step, and the host's
+  /// counters.
   std::vector<io::Section> state() const;
   /// Puts a state back; InputError (naming source) when a section is missing or sized for
   /// another configuration.
   void restore(const std::vector<io::Section>& sections, const std::string& source);
 
-  /// Writes NaN at the next step into one place, for testing fault handling: "batch" (a
-  /// sampled return), "gradient", "weight" (online parameter 0) or "price" (every close
-  /// price from then on). InputError for another kind.
-  void inject_fault(const std::string& kind);
-  /// Kernels per step in the recorded cycle of graph_steps steps (the vaccine, guard and
-  /// probe work amortised over the cycle); 0 before a cycle is recorded, without graphs and
-  /// on OpenMP, where nothing is recorded.
+  /// Writes NaN at member m's next step into one place, for testing fault handling: "batch"
+  /// (a sampled return), "gradient", "weight" (online parameter 0) or "price" (the member's
+  /// every reward from then on: every close price it sees is NaN). InputError for another
+  /// kind. The other members are not touched.
+  void inject_fault(std::size_t member, const std::string& kind);
+  /// Member m takes no more steps (early stopping, a spent fault budget): its state stays as
+  /// it is, and the others go on unchanged.
+  void stop(std::size_t member);
+  bool active(std::size_t member) const;
+  /// Kernels per step in the recorded cycle (the vaccine, guard and probe work amortised over
+  /// the cycle); 0 before a cycle is recorded, without graphs and on OpenMP, where nothing is
+  /// recorded.
   double recorded_kernels_per_step() const;
 
   /// A policy file of the given parameters, with this run's features and statistics.

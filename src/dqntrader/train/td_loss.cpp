@@ -67,12 +67,12 @@ template <int W, class T>
 struct TdLossKernel {
   nn::HeadInputs<T> head;
   std::size_t batch_size, rows;
-  Matrix<float> q;
+  gemm::StridedBatch<float> q;
   replay::Batch batch;
-  double delta;
+  Kokkos::View<const double*, DeviceMemory> huber_delta;
   nn::OutputGradient<T> gradient;
-  Kokkos::View<double*, DeviceMemory> partials;  // [sum][team]
-  int teams;
+  Kokkos::View<double*, DeviceMemory> partials;  // [member][sum][team]
+  int teams;                                     // per member
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     using Floats = TeamScratch<float>;
@@ -82,14 +82,18 @@ struct TdLossKernel {
     const Doubles values(member.team_scratch(0), sum_doubles(W));
     const int n = member.team_size(), rank = member.team_rank();
     const int lane = rank % kLanes;
-    const int team = member.league_rank();
+    const std::size_t m = static_cast<std::size_t>(member.league_rank() / teams);
+    const int team = member.league_rank() % teams;
     const std::size_t b = batch_size, first = static_cast<std::size_t>(team) * kSamples;
+    const std::size_t entry = m * b;  // the member's first batch entry
+    const std::size_t members = gradient.learners();
+    const double delta = huber_delta(m);
     const int actions = static_cast<int>(head.actions());
     // Unit u: evaluation u / kSamples (3: a further row) of sample or row u % kSamples.
     auto unit_row = [&](int u, std::size_t& copy, std::size_t& row) {
       const int e = u / kSamples;
       const std::size_t i = first + static_cast<std::size_t>(u % kSamples);
-      copy = e == 2 ? 1 : 0;
+      copy = e == 2 ? members + m : m;
       row = e == 0 ? i : (e < kEvaluations ? b + i : 2 * b + i);
       return e < kEvaluations ? i < b : 2 * b + i < rows;
     };
@@ -111,9 +115,9 @@ struct TdLossKernel {
                     head.dueling, qv);
       for (int a = 0; a < W; ++a)
         qs(u * W + a) = qv[a];
-      if (copy == 0) {
+      if (copy == m) {
         for (int a = 0; a < actions; ++a)
-          q(row, static_cast<std::size_t>(a)) = qv[a];
+          q(m, row, static_cast<std::size_t>(a)) = qv[a];
       }
     }
     member.team_barrier();
@@ -130,14 +134,15 @@ struct TdLossKernel {
           if (a < actions && q_of(1, a) > q_of(1, best))
             best = a;
         }
-        taken = static_cast<int>(batch.action(i));
-        const double target = batch.return_n(i) + static_cast<double>(batch.discount(i)) *
-                                                      static_cast<double>(q_of(2, best));
+        taken = static_cast<int>(batch.action(entry + i));
+        const double target =
+            batch.return_n(entry + i) +
+            static_cast<double>(batch.discount(entry + i)) * static_cast<double>(q_of(2, best));
         q_taken = taken >= 0 && taken < actions ? q_of(0, taken) : 0.0f;
         const double d = q_taken - target;
         const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
         dq = static_cast<float>(clipped / static_cast<double>(b));
-        gradient.write_row(i, OneHot{taken, dq});
+        gradient.write_row(m, i, OneHot{taken, dq});
         loss = huber(d, delta);
         if (!(compat::kmath::fabs(d) <= compat::max_double))
           non_finite = 1.0;
@@ -149,41 +154,45 @@ struct TdLossKernel {
         values((kTotals + a) * kSamples + s) = a == taken ? static_cast<double>(dq) : 0.0;
     }
     member.team_barrier();
+    const std::size_t base = m * static_cast<std::size_t>(kTotals + W) * teams;
     for (int k = rank; k < kTotals + W; k += n) {
       double total = 0.0;
       for (int s = 0; s < kSamples; ++s)
         total += values(k * kSamples + s);
-      partials(static_cast<std::size_t>(k) * teams + team) = total;
+      partials(base + static_cast<std::size_t>(k) * teams + team) = total;
     }
   }
 };
 
-// The sums of every team of TdLossKernel, added by one team of kSumThreads threads.
+// The sums of every team of TdLossKernel, added by one team of kSumThreads threads per
+// member.
 template <int W, class T>
 struct TdSumKernel {
   nn::OutputGradient<T> gradient;
-  Kokkos::View<LossSums, DeviceMemory> sums;
-  Kokkos::View<LossTotals, DeviceMemory> totals;
-  Kokkos::View<const double*, DeviceMemory> partials;  // [sum][team]
-  int teams;
+  Kokkos::View<LossSums*, DeviceMemory> sums;
+  Kokkos::View<LossTotals*, DeviceMemory> totals;
+  Kokkos::View<const double*, DeviceMemory> partials;  // [member][sum][team]
+  int teams;                                           // per member
 
   KOKKOS_INLINE_FUNCTION void operator()(const SumPolicy::member_type& member) const {
     using Doubles = TeamScratch<double>;
     const Doubles values(member.team_scratch(0), sum_doubles(W));
     const int rank = member.team_rank();
+    const std::size_t m = static_cast<std::size_t>(member.league_rank());
+    const std::size_t base = m * static_cast<std::size_t>(kTotals + W) * teams;
     for (int k = 0; k < kTotals + W; ++k) {
       double mine = 0.0;
       for (int t = rank; t < teams; t += kSumThreads)
-        mine += partials(static_cast<std::size_t>(k) * teams + t);
+        mine += partials(base + static_cast<std::size_t>(k) * teams + t);
       values(k * kSumThreads + rank) = mine;
     }
     team_tree_sum(member, values, kTotals + W, kSumThreads);
     if (rank != 0)
       return;
     const int row = kSumThreads;  // a copy: View indices are taken by reference
-    gradient.write_bias(Row<Doubles>{values});
-    sums() = LossSums{values(0), values(row), values(2 * row) == 0.0 ? 1.0 : 0.0};
-    LossTotals& total = totals();
+    gradient.write_bias(m, Row<Doubles>{values});
+    sums(m) = LossSums{values(0), values(row), values(2 * row) == 0.0 ? 1.0 : 0.0};
+    LossTotals& total = totals(m);
     total.loss += values(0);
     total.q += values(row);
     total.batches += 1.0;
@@ -198,31 +207,38 @@ int team_count(std::size_t b, std::size_t further) {
 
 }  // namespace
 
-TdLoss::TdLoss(const ExecSpace& space, std::size_t batch_size, std::size_t further,
-               std::size_t width)
-    : m_batch_size(batch_size),
+TdLoss::TdLoss(const ExecSpace& space, std::size_t members, std::size_t batch_size,
+               std::size_t further, std::size_t width)
+    : m_members(members),
+      m_batch_size(batch_size),
       m_further(further),
       m_width(width),
       m_partials(Kokkos::view_alloc(space, std::string("dqntrader::train::td_partials")),
-                 (kTotals + width) * static_cast<std::size_t>(team_count(batch_size, further))) {}
+                 members * (kTotals + width) *
+                     static_cast<std::size_t>(team_count(batch_size, further))) {}
 
 template <class T>
 TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>& head,
-                                 std::size_t rows, const Matrix<float>& q,
-                                 const replay::Batch& batch, double huber_delta,
+                                 std::size_t rows, const gemm::StridedBatch<float>& q,
+                                 const replay::Batch& batch,
+                                 const Kokkos::View<const double*, DeviceMemory>& huber_delta,
                                  const nn::OutputGradient<T>& gradient) const {
-  const std::size_t b = batch.size();
-  if (b == 0 || b > m_batch_size || rows < 2 * b || rows - 2 * b > m_further ||
-      head.width > m_width || head.hidden.extent(0) < 2 || head.hidden.extent(1) < rows ||
-      q.extent(0) < rows || q.extent(1) != head.actions() || gradient.head.extent(0) != b ||
-      gradient.actions() != head.actions()) {
-    throw InputError("td_loss: a batch of " + std::to_string(b) + " samples over " +
-                     std::to_string(rows) + " rows does not fit the buffers");
+  const std::size_t members = gradient.learners();
+  const std::size_t b = members > 0 ? batch.size() / members : 0;
+  if (members == 0 || members > m_members || b == 0 || b * members != batch.size() ||
+      b > m_batch_size || rows < 2 * b || rows - 2 * b > m_further || head.width > m_width ||
+      head.hidden.extent(0) < 2 * members || head.hidden.extent(1) < rows ||
+      q.extent(0) != members || q.extent(1) < rows || q.extent(2) != head.actions() ||
+      gradient.rows() != b || gradient.actions() != head.actions() ||
+      huber_delta.extent(0) < members) {
+    throw InputError("td_loss: " + std::to_string(members) + " members' batches of " +
+                     std::to_string(b) + " samples over " + std::to_string(rows) +
+                     " rows do not fit the buffers");
   }
   const int teams = team_count(b, rows - 2 * b);
   nn::with_head_width(head.width, [&](auto width) {
     constexpr int W = decltype(width)::value;
-    Policy policy(space, teams, kTeam);
+    Policy policy(space, static_cast<int>(members) * teams, kTeam);
     policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(share_floats(W)) +
                                                TeamScratch<float>::shmem_size(q_floats(W)) +
                                                TeamScratch<double>::shmem_size(sum_doubles(W))));
@@ -236,13 +252,16 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
 template <class T>
 void TdLoss::add(const ExecSpace& space, const Partials& partials,
                  const nn::OutputGradient<T>& gradient,
-                 const Kokkos::View<LossSums, DeviceMemory>& sums,
-                 const Kokkos::View<LossTotals, DeviceMemory>& totals) const {
-  if (partials.width != gradient.head.extent(1))
+                 const Kokkos::View<LossSums*, DeviceMemory>& sums,
+                 const Kokkos::View<LossTotals*, DeviceMemory>& totals) const {
+  if (partials.width != gradient.head.extent(2))
     throw InputError("td_loss: the sums are of another head's width");
+  const std::size_t members = gradient.learners();
+  if (sums.extent(0) < members || totals.extent(0) < members)
+    throw InputError("td_loss: the sums hold fewer members than the gradient");
   nn::with_head_width(partials.width, [&](auto width) {
     constexpr int W = decltype(width)::value;
-    SumPolicy policy(space, 1, kSumThreads);
+    SumPolicy policy(space, static_cast<int>(members), kSumThreads);
     policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<double>::shmem_size(sum_doubles(W))));
     Kokkos::parallel_for(
         "dqntrader::train::td_sums", policy,
@@ -251,16 +270,20 @@ void TdLoss::add(const ExecSpace& space, const Partials& partials,
 }
 
 template TdLoss::Partials TdLoss::compute(const ExecSpace&, const nn::HeadInputs<float>&,
-                                          std::size_t, const Matrix<float>&, const replay::Batch&,
-                                          double, const nn::OutputGradient<float>&) const;
+                                          std::size_t, const gemm::StridedBatch<float>&,
+                                          const replay::Batch&,
+                                          const Kokkos::View<const double*, DeviceMemory>&,
+                                          const nn::OutputGradient<float>&) const;
 template TdLoss::Partials TdLoss::compute(const ExecSpace&, const nn::HeadInputs<bf16>&,
-                                          std::size_t, const Matrix<float>&, const replay::Batch&,
-                                          double, const nn::OutputGradient<bf16>&) const;
+                                          std::size_t, const gemm::StridedBatch<float>&,
+                                          const replay::Batch&,
+                                          const Kokkos::View<const double*, DeviceMemory>&,
+                                          const nn::OutputGradient<bf16>&) const;
 template void TdLoss::add(const ExecSpace&, const Partials&, const nn::OutputGradient<float>&,
-                          const Kokkos::View<LossSums, DeviceMemory>&,
-                          const Kokkos::View<LossTotals, DeviceMemory>&) const;
+                          const Kokkos::View<LossSums*, DeviceMemory>&,
+                          const Kokkos::View<LossTotals*, DeviceMemory>&) const;
 template void TdLoss::add(const ExecSpace&, const Partials&, const nn::OutputGradient<bf16>&,
-                          const Kokkos::View<LossSums, DeviceMemory>&,
-                          const Kokkos::View<LossTotals, DeviceMemory>&) const;
+                          const Kokkos::View<LossSums*, DeviceMemory>&,
+                          const Kokkos::View<LossTotals*, DeviceMemory>&) const;
 
 }  // namespace dqntrader::train

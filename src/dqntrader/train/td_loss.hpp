@@ -11,7 +11,8 @@
 // computes Q first. The gradient goes straight to where the network's backward pass reads it,
 // so no other kernel converts it; the batch's sums and the head's bias gradient (the
 // gradient's column sums) are added across teams by a second kernel, which may run on another
-// stream.
+// stream. Both take every member of a population at once (of M members, member m's online
+// network is head copy m, its target copy M + m), each with its own Huber threshold.
 #pragma once
 
 #include "dqntrader/core/types.hpp"
@@ -36,40 +37,44 @@ struct LossTotals {
 /// The fused kernel, the kernel that adds its teams' sums, and the device buffer between them.
 class TdLoss {
  public:
-  /// For batches of up to batch_size samples, up to `further` further rows and a head of up
-  /// to width outputs.
-  TdLoss(const ExecSpace& space, std::size_t batch_size, std::size_t further, std::size_t width);
+  /// For members networks, batches of up to batch_size samples, up to `further` further rows
+  /// and a head of up to width outputs.
+  TdLoss(const ExecSpace& space, std::size_t members, std::size_t batch_size, std::size_t further,
+         std::size_t width);
 
   /// A batch's sums, one set per team of compute(), for add().
   struct Partials {
-    Kokkos::View<const double*, DeviceMemory> values;  // [sum][team]
-    int teams = 0;
-    std::size_t width = 0;  // the head's
+    Kokkos::View<const double*, DeviceMemory> values;  // [member][sum][team]
+    int teams = 0;                                     // per member
+    std::size_t width = 0;                             // the head's
   };
 
-  /// head: the last hidden layer of the online (copy 0) and target (copy 1) networks on rows
-  /// [0, B) the states s, [B, 2B) the next states s' and [2B, rows) further states (the
-  /// environments'), B = batch.size(). Writes Q_online of every one of the rows into q (rows x
-  /// actions; the guard and the environments read it), dL/dQ_online(s) (B rows) through
-  /// gradient.write_row, and the batch's sums team by team, which it returns for add(). One
-  /// kernel, whose teams never wait for each other.
+  /// For each member m of M = gradient.learners(): head copies m and M + m, the last hidden
+  /// layer of its online and target networks, on rows [0, B) the states s, [B, 2B) the next
+  /// states s' and [2B, rows) further states (the environments'); its batch is entries
+  /// [m B, (m + 1) B) of batch, B = batch.size() / M. Writes Q_online of every one of the rows
+  /// into q (member, row, action; the guard and the environments read it), dL/dQ_online(s)
+  /// (B rows) through gradient.write_row, and the batch's sums team by team, which it returns
+  /// for add(); huber_delta(m) is member m's threshold. One kernel, whose teams never wait for
+  /// each other.
   template <class T>
   Partials compute(const ExecSpace& space, const nn::HeadInputs<T>& head, std::size_t rows,
-                   const Matrix<float>& q, const replay::Batch& batch, double huber_delta,
+                   const gemm::StridedBatch<float>& q, const replay::Batch& batch,
+                   const Kokkos::View<const double*, DeviceMemory>& huber_delta,
                    const nn::OutputGradient<T>& gradient) const;
 
-  /// Adds the sums of compute() (on space, ordered after it; before the next compute()): the
-  /// batch's sums into sums, added to totals, and the gradient's column sums, the head's bias
-  /// gradient, through gradient.write_bias. One kernel of one team; the sums are taken in a
-  /// fixed order.
+  /// Adds the sums of compute() (on space, ordered after it; before the next compute()): each
+  /// member's batch sums into sums(m), added to totals(m), and its gradient's column sums, the
+  /// head's bias gradient, through gradient.write_bias. One kernel of one team per member; the
+  /// sums are taken in a fixed order.
   template <class T>
   void add(const ExecSpace& space, const Partials& partials, const nn::OutputGradient<T>& gradient,
-           const Kokkos::View<LossSums, DeviceMemory>& sums,
-           const Kokkos::View<LossTotals, DeviceMemory>& totals) const;
+           const Kokkos::View<LossSums*, DeviceMemory>& sums,
+           const Kokkos::View<LossTotals*, DeviceMemory>& totals) const;
 
  private:
-  std::size_t m_batch_size, m_further, m_width;
-  Kokkos::View<double*, DeviceMemory> m_partials;  // per team: its sums
+  std::size_t m_members, m_batch_size, m_further, m_width;
+  Kokkos::View<double*, DeviceMemory> m_partials;  // per member and team: its sums
 };
 
 /// huber(d) of one sample, in plain arithmetic: the kernel's definition, for reuse.

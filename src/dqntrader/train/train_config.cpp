@@ -318,6 +318,117 @@ std::size_t recorded_steps(const TrainConfig& c) {
 #endif
 }
 
+const std::vector<std::string>& member_setting_names() {
+  static const std::vector<std::string> names = {
+      "seed",          "learning-rate", "lr-schedule",  "lr-final-fraction", "gamma",
+      "n-step",        "reward-scale",  "huber-delta",  "epsilon-start",     "epsilon-end",
+      "epsilon-steps", "target-update", "tau",          "clip-norm",         "weight-decay",
+      "adam-beta1",    "adam-beta2",    "adam-epsilon", "vaccine-interval",  "probe-interval",
+      "patience",      "fault-budget",  "out",          "inject-fault"};
+  return names;
+}
+
+namespace {
+// The interval the members that use it share (0 when none does); InputError when two differ.
+std::size_t shared_interval(const std::vector<TrainConfig>& members, const char* name,
+                            std::size_t TrainConfig::*field) {
+  std::size_t interval = 0;
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    const std::size_t v = members[m].*field;
+    if (v == 0)
+      continue;
+    if (interval != 0 && v != interval) {
+      throw InputError(std::string("setting ") + name + ": members of one population run " +
+                       "it at one interval or not at all (0); member " + std::to_string(m) +
+                       " has " + std::to_string(v) + ", another " + std::to_string(interval));
+    }
+    interval = v;
+  }
+  return interval;
+}
+}  // namespace
+
+void check_population(const std::vector<TrainConfig>& members) {
+  if (members.empty())
+    throw InputError("a population needs at least one member");
+  const std::vector<std::string>& own = member_setting_names();
+  TrainConfig first = members.front();
+  const std::vector<Setting> reference = settings(first);
+  for (std::size_t m = 1; m < members.size(); ++m) {
+    TrainConfig other = members[m];
+    const std::vector<Setting> theirs = settings(other);
+    for (std::size_t i = 0; i < reference.size(); ++i) {
+      if (std::find(own.begin(), own.end(), reference[i].name) != own.end())
+        continue;
+      if (reference[i].get() != theirs[i].get()) {
+        throw InputError("setting " + reference[i].name +
+                         " fixes a population's shapes or loop and cannot differ between its "
+                         "members: member 0 has " +
+                         reference[i].get() + ", member " + std::to_string(m) + " " +
+                         theirs[i].get());
+      }
+    }
+    if (first.data.empty() && other.seed != first.seed) {
+      throw InputError(
+          "setting seed: on the built-in market the seed also chooses the market, so members "
+          "with different seeds train on different data; write the market with dqntrader synth "
+          "and give it as --data");
+    }
+  }
+  shared_interval(members, "vaccine-interval", &TrainConfig::vaccine_interval);
+  shared_interval(members, "probe-interval", &TrainConfig::probe_interval);
+  int most = 1;
+  for (const TrainConfig& c : members)
+    most = std::max(most, c.n_step);
+  for (const TrainConfig& c : members) {
+    if (c.n_step != most &&
+        first.learning_starts <= static_cast<std::size_t>(most - 1) * first.environments) {
+      throw InputError("setting learning-starts: " + std::to_string(first.learning_starts) +
+                       " transitions do not hold an n-step window of " + std::to_string(most) +
+                       " bars for each of the " + std::to_string(first.environments) +
+                       " environments; members with different n-steps start learning together");
+    }
+  }
+}
+
+TrainConfig population_config(const std::vector<TrainConfig>& members) {
+  TrainConfig c = members.front();
+  c.vaccine_interval = shared_interval(members, "vaccine-interval", &TrainConfig::vaccine_interval);
+  c.probe_interval = shared_interval(members, "probe-interval", &TrainConfig::probe_interval);
+  return c;
+}
+
+MemberSettings member_settings(const TrainConfig& c, const TrainConfig& population) {
+  MemberSettings s;
+  s.seed = c.seed;
+  s.gamma = c.gamma;
+  s.n_step = c.n_step;
+  s.reward_scale = c.reward_scale;
+  s.huber_delta = c.huber_delta;
+  s.epsilon_start = c.epsilon_start;
+  s.epsilon_end = c.epsilon_end;
+  s.epsilon_steps = static_cast<std::int64_t>(c.epsilon_steps);
+  s.target_update = static_cast<std::int64_t>(c.target_update);
+  s.tau = c.tau;
+  s.vaccine = c.vaccine_interval > 0 && population.vaccine_interval > 0 ? 1 : 0;
+  s.probe = c.probe_interval > 0 && population.probe_interval > 0 ? 1 : 0;
+  return s;
+}
+
+nn::AdamSettings adam_settings(const TrainConfig& c) {
+  nn::AdamSettings adam;
+  adam.learning_rate = static_cast<float>(c.learning_rate);
+  adam.beta1 = static_cast<float>(c.adam_beta1);
+  adam.beta2 = static_cast<float>(c.adam_beta2);
+  adam.epsilon = static_cast<float>(c.adam_epsilon);
+  adam.weight_decay = static_cast<float>(c.weight_decay);
+  adam.clip_norm = static_cast<float>(c.clip_norm);
+  adam.schedule = nn::parse_schedule(c.lr_schedule);
+  adam.schedule_steps = static_cast<std::int64_t>(c.epochs * c.steps_per_epoch);
+  adam.final_fraction = static_cast<float>(c.lr_final_fraction);
+  return adam;
+}
+
 eval::BacktestConfig backtest_config(const TrainConfig& c, const std::vector<double>& positions) {
   eval::BacktestConfig b;
   b.positions = positions;

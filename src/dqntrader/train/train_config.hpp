@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/precision.hpp"
 #include "dqntrader/eval/backtest_config.hpp"
+#include "dqntrader/nn/adam.hpp"
 
 namespace dqntrader::train {
 
@@ -98,6 +100,28 @@ void validate(const TrainConfig& config);
 /// target-update (or any such multiple with tau > 0), or 0 when none divides it; 0 on OpenMP,
 /// where nothing is recorded.
 std::size_t recorded_steps(const TrainConfig& config);
+
+/// The settings a population's members may differ in (the rest fixes shapes or the loop and is
+/// shared): the seed (with --data; on the built-in market it chooses the market too), the
+/// learning rate and its schedule, gamma, n-step, reward scale, Huber delta, the epsilon
+/// schedule, the target update, clipping, weight decay, Adam's constants, the vaccine and the
+/// probe on or off (an interval of 0, or the population's), early stopping (patience), the
+/// fault budget, the run directory and a test fault.
+const std::vector<std::string>& member_setting_names();
+
+/// InputError naming the setting and the members when members cannot train as one
+/// population: a shared setting that differs, a vaccine or probe interval other than 0 and the
+/// population's, members on the built-in market with different seeds, or n-steps so different
+/// that learning-starts would not cover the longest (learning starts together).
+void check_population(const std::vector<TrainConfig>& members);
+
+/// The population's loop: members[0]'s settings with the vaccine and probe intervals the
+/// members use (the nonzero one, or 0 when every member has it off).
+TrainConfig population_config(const std::vector<TrainConfig>& members);
+
+/// What the training kernels read of a member's settings.
+MemberSettings member_settings(const TrainConfig& config, const TrainConfig& population);
+nn::AdamSettings adam_settings(const TrainConfig& config);
 
 /// The backtest settings of a run's validation: its cost, annualisation, risk-free rate,
 /// chunking and precision, with the positions the actions stand for.

@@ -3,81 +3,97 @@
 #include <string>
 
 #include "dqntrader/core/bf16.hpp"
+#include "dqntrader/core/error.hpp"
 #include "dqntrader/core/for_each_cell.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/io/view_sections.hpp"
 
 namespace dqntrader::train {
 
-TrainingGuard::TrainingGuard(const ExecSpace& space, std::size_t parameters, double limit)
-    : m_limit(limit),
-      m_online(Kokkos::view_alloc(space, std::string("dqntrader::train::snapshot_online")),
-               parameters),
-      m_target(Kokkos::view_alloc(space, std::string("dqntrader::train::snapshot_target")),
-               parameters),
-      m_first(Kokkos::view_alloc(space, std::string("dqntrader::train::snapshot_m")), parameters),
-      m_second(Kokkos::view_alloc(space, std::string("dqntrader::train::snapshot_v")), parameters),
-      m_violation(Kokkos::view_alloc(space, std::string("dqntrader::train::violation"))),
-      m_counters(Kokkos::view_alloc(space, std::string("dqntrader::train::guard_counters"))) {}
+TrainingGuard::TrainingGuard(const ExecSpace& space, const nn::MemberVectors& layout, double limit)
+    : m_layout(layout), m_limit(limit) {
+  const std::size_t extent = (layout.members - 1) * layout.stride + layout.size;
+  auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
+  m_online = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::snapshot_online"), extent);
+  m_target = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::snapshot_target"), extent);
+  m_first = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::snapshot_m"), extent);
+  m_second = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::snapshot_v"), extent);
+  m_violation =
+      Kokkos::View<int*, DeviceMemory>(alloc("dqntrader::train::violation"), layout.members);
+  m_counters = Kokkos::View<GuardCounters*, DeviceMemory>(alloc("dqntrader::train::guard_counters"),
+                                                          layout.members);
+}
 
 template <class T>
 void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
-                          const Matrix<const float>& q,
-                          const Kokkos::View<const LossSums, DeviceMemory>& loss) const {
-  const std::size_t n = state.online.extent(0), q_rows = q.extent(0), q_cols = q.extent(1);
+                          const gemm::StridedBatch<const float>& q,
+                          const Kokkos::View<const LossSums*, DeviceMemory>& loss,
+                          const Kokkos::View<const int*, DeviceMemory>& active) const {
+  const std::size_t members = m_layout.members, n = m_layout.size, stride = m_layout.stride;
+  const std::size_t q_rows = q.extent(1), q_cols = q.extent(2);
+  const std::size_t per = 2 * n + q_rows * q_cols;  // values checked per member
+  if (q.extent(0) != members || loss.extent(0) < members)
+    throw InputError("TrainingGuard::check: the Q-values or loss sums are not one per member");
   const double limit = m_limit;
   const auto online = state.online, target = state.target;
-  // The violation flag is 0 here (the count below puts it back): a thread that finds a
-  // value out of bounds sets it to 1, the only value any thread writes, so the result does
-  // not depend on the order (no reduction, no sums across teams: one short pass).
+  const bool all_active = active.extent(0) == 0;
+  // The violation flags are 0 here (the count below puts them back): a thread that finds a
+  // value out of bounds sets its member's to 1, the only value any thread writes, so the
+  // result does not depend on the order (no reduction, no sums across teams: one short pass).
   const auto violation = m_violation;
   for_each_index(
-      "dqntrader::train::guard_check", space, 2 * n + q_rows * q_cols,
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const double x =
-            i < n ? online(i)
-                  : (i < 2 * n ? target(i - n) : q((i - 2 * n) / q_cols, (i - 2 * n) % q_cols));
+      "dqntrader::train::guard_check", space, members * per, KOKKOS_LAMBDA(const std::size_t i) {
+        const std::size_t m = i / per, j = i % per, at = m * stride;
+        const double x = j < n ? online(at + j)
+                               : (j < 2 * n ? target(at + j - n)
+                                            : q(m, (j - 2 * n) / q_cols, (j - 2 * n) % q_cols));
         if (!(compat::kmath::fabs(x) <= limit))  // NaN fails the comparison
-          Kokkos::atomic_fetch_max(&violation(), 1);
+          Kokkos::atomic_fetch_max(&violation(m), 1);
       });
   const auto snap_online = m_online, snap_target = m_target, snap_first = m_first,
              snap_second = m_second;
   const LearnerState<T> s = state;
-  const bool online_working = s.online_working.extent(0) == n,
-             target_working = s.target_working.extent(0) == n;
+  const std::size_t extent = (members - 1) * stride + n;
+  const bool online_working = s.online_working.extent(0) >= extent,
+             target_working = s.target_working.extent(0) >= extent;
   Kokkos::parallel_for(
-      "dqntrader::train::guard_restore_or_snapshot", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const bool bad = violation() != 0 || !(loss().finite > 0.0);
+      "dqntrader::train::guard_restore_or_snapshot",
+      Kokkos::RangePolicy<ExecSpace>(space, 0, members * n), KOKKOS_LAMBDA(const std::size_t i) {
+        const std::size_t m = i / n, at = m * stride + i % n;
+        if (!all_active && active(m) == 0)
+          return;
+        const bool bad = violation(m) != 0 || !(loss(m).finite > 0.0);
         if (bad) {
-          s.online(i) = snap_online(i);
-          s.target(i) = snap_target(i);
-          s.first_moment(i) = snap_first(i);
-          s.second_moment(i) = snap_second(i);
+          s.online(at) = snap_online(at);
+          s.target(at) = snap_target(at);
+          s.first_moment(at) = snap_first(at);
+          s.second_moment(at) = snap_second(at);
           if (online_working)
-            store(s.online_working(i), snap_online(i));
+            store(s.online_working(at), snap_online(at));
           if (target_working)
-            store(s.target_working(i), snap_target(i));
+            store(s.target_working(at), snap_target(at));
         } else {
-          snap_online(i) = s.online(i);
-          snap_target(i) = s.target(i);
-          snap_first(i) = s.first_moment(i);
-          snap_second(i) = s.second_moment(i);
+          snap_online(at) = s.online(at);
+          snap_target(at) = s.target(at);
+          snap_first(at) = s.first_moment(at);
+          snap_second(at) = s.second_moment(at);
         }
       });
   const auto counters = m_counters;
   Kokkos::parallel_for(
-      "dqntrader::train::guard_count", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
-      KOKKOS_LAMBDA(const int) {
-        GuardCounters& c = counters();
-        c.checks += 1;
-        if (violation() != 0 || !(loss().finite > 0.0)) {
-          c.restores += 1;
-          c.consecutive += 1;
-        } else {
-          c.consecutive = 0;
+      "dqntrader::train::guard_count", Kokkos::RangePolicy<ExecSpace>(space, 0, members),
+      KOKKOS_LAMBDA(const std::size_t m) {
+        if (all_active || active(m) != 0) {
+          GuardCounters& c = counters(m);
+          c.checks += 1;
+          if (violation(m) != 0 || !(loss(m).finite > 0.0)) {
+            c.restores += 1;
+            c.consecutive += 1;
+          } else {
+            c.consecutive = 0;
+          }
         }
-        violation() = 0;  // for the next check
+        violation(m) = 0;  // for the next check
       });
 }
 
@@ -100,19 +116,25 @@ void TrainingGuard::load(const std::vector<io::Section>& sections,
 
 template <class T>
 void TrainingGuard::snapshot(const ExecSpace& space, const LearnerState<T>& state) const {
-  Kokkos::deep_copy(space, m_online, state.online);
-  Kokkos::deep_copy(space, m_target, state.target);
-  Kokkos::deep_copy(space, m_first, state.first_moment);
-  Kokkos::deep_copy(space, m_second, state.second_moment);
+  const std::size_t extent = m_online.extent(0);
+  auto first = [&](const Kokkos::View<float*, DeviceMemory>& v) {
+    return Kokkos::subview(v, std::make_pair(std::size_t{0}, extent));
+  };
+  Kokkos::deep_copy(space, m_online, first(state.online));
+  Kokkos::deep_copy(space, m_target, first(state.target));
+  Kokkos::deep_copy(space, m_first, first(state.first_moment));
+  Kokkos::deep_copy(space, m_second, first(state.second_moment));
 }
 
 template void TrainingGuard::snapshot<float>(const ExecSpace&, const LearnerState<float>&) const;
 template void TrainingGuard::snapshot<bf16>(const ExecSpace&, const LearnerState<bf16>&) const;
 template void TrainingGuard::check<float>(const ExecSpace&, const LearnerState<float>&,
-                                          const Matrix<const float>&,
-                                          const Kokkos::View<const LossSums, DeviceMemory>&) const;
+                                          const gemm::StridedBatch<const float>&,
+                                          const Kokkos::View<const LossSums*, DeviceMemory>&,
+                                          const Kokkos::View<const int*, DeviceMemory>&) const;
 template void TrainingGuard::check<bf16>(const ExecSpace&, const LearnerState<bf16>&,
-                                         const Matrix<const float>&,
-                                         const Kokkos::View<const LossSums, DeviceMemory>&) const;
+                                         const gemm::StridedBatch<const float>&,
+                                         const Kokkos::View<const LossSums*, DeviceMemory>&,
+                                         const Kokkos::View<const int*, DeviceMemory>&) const;
 
 }  // namespace dqntrader::train

@@ -1,8 +1,9 @@
-// The training guard: every few steps, on the device, check that the loss is finite and
-// that every weight and the last Q-values are finite and within a bound. On a violation the
-// learner's whole state (online and target parameters, Adam's moments, the working copies)
-// is restored from the last good snapshot, device to device, and counted; otherwise the
-// snapshot is refreshed. The host never waits for the check.
+// The training guard: every few steps, on the device, check for each member of a population
+// (one agent: a population of one) that its loss is finite and that every weight and its last
+// Q-values are finite and within a bound. On a violation the member's whole learner state
+// (online and target parameters, Adam's moments, the working copies) is restored from its
+// last good snapshot, device to device, and counted; otherwise its snapshot is refreshed. The
+// members never affect each other, and the host never waits for the check.
 #pragma once
 
 #include <cstddef>
@@ -11,19 +12,23 @@
 #include <string>
 #include <vector>
 
+#include "backends/gemm.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
+#include "dqntrader/nn/adam.hpp"
 #include "dqntrader/train/td_loss.hpp"
 
 namespace dqntrader::train {
 
+/// One member's counters.
 struct GuardCounters {
   std::int64_t checks;
   std::int64_t restores;
   std::int64_t consecutive;  // restores in a row, up to the last check
 };
 
-/// The learner state the guard protects. Working copies may be empty (float compute).
+/// The learner state the guard protects: each view holds every member's vector, member m's
+/// where layout says. Working copies may be empty (float compute).
 template <class T>
 struct LearnerState {
   Kokkos::View<float*, DeviceMemory> online, target, first_moment, second_moment;
@@ -32,27 +37,32 @@ struct LearnerState {
 
 class TrainingGuard {
  public:
-  TrainingGuard(const ExecSpace& space, std::size_t parameters, double limit);
+  TrainingGuard(const ExecSpace& space, const nn::MemberVectors& layout, double limit);
 
-  /// Takes the snapshot unconditionally (at the start of training).
+  /// Takes every member's snapshot unconditionally (at the start of training).
   template <class T>
   void snapshot(const ExecSpace& space, const LearnerState<T>& state) const;
 
+  /// q(m, r, a): member m's last Q-values; loss(m) its last loss sums. A member whose
+  /// active(m) is 0 is left as it is (active empty: every member is checked).
   template <class T>
-  void check(const ExecSpace& space, const LearnerState<T>& state, const Matrix<const float>& q,
-             const Kokkos::View<const LossSums, DeviceMemory>& loss) const;
+  void check(const ExecSpace& space, const LearnerState<T>& state,
+             const gemm::StridedBatch<const float>& q,
+             const Kokkos::View<const LossSums*, DeviceMemory>& loss,
+             const Kokkos::View<const int*, DeviceMemory>& active = {}) const;
 
-  Kokkos::View<GuardCounters, DeviceMemory> counters() const { return m_counters; }
+  Kokkos::View<GuardCounters*, DeviceMemory> counters() const { return m_counters; }
 
   /// The snapshot and counters as checkpoint sections, and back.
   void save(std::vector<io::Section>& out) const;
   void load(const std::vector<io::Section>& sections, const std::string& source) const;
 
  private:
+  nn::MemberVectors m_layout;
   double m_limit;
   Kokkos::View<float*, DeviceMemory> m_online, m_target, m_first, m_second;
-  Kokkos::View<int, DeviceMemory> m_violation;
-  Kokkos::View<GuardCounters, DeviceMemory> m_counters;
+  Kokkos::View<int*, DeviceMemory> m_violation;  // per member
+  Kokkos::View<GuardCounters*, DeviceMemory> m_counters;
 };
 
 }  // namespace dqntrader::train

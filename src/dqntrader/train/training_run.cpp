@@ -196,11 +196,6 @@ std::uint64_t fingerprint(const data::Bars& bars) {
   return h.digest();
 }
 
-struct RunState {
-  double best_sharpe;
-  std::int64_t best_epoch, since_best, epoch;
-};
-
 template <class T>
 io::Section pod(const std::string& name, const T& value) {
   return {name, std::string(reinterpret_cast<const char*>(&value), sizeof(T))};
@@ -248,12 +243,20 @@ RunData load_run_data(const TrainConfig& config) {
   return run;
 }
 
-void check_same_data(const RunData& data, const std::string& checkpoint_path) {
-  const std::vector<io::Section> sections = io::read_sections(checkpoint_path);
-  if (read_pod<std::uint64_t>(sections, "data_fingerprint", checkpoint_path) != data.fingerprint)
+std::string fingerprint_text(std::uint64_t fingerprint) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
+}
+
+void check_same_data(const RunData& data, const std::string& policy_path) {
+  const io::PolicyFile policy = io::read_policy(policy_path);
+  if (!policy.info.contains("data_fingerprint") ||
+      policy.info["data_fingerprint"] != fingerprint_text(data.fingerprint)) {
     throw InputError(
-        checkpoint_path, 0, 0,
+        policy_path, 0, 0,
         "the data differ from the data this run was trained on (fingerprints do not match)");
+  }
 }
 
 std::vector<Baseline> evaluate_baselines(const ExecSpace& space, const data::Bars& validation_bars,
@@ -321,31 +324,103 @@ std::string compared_with_baselines(double sharpe, const std::vector<Baseline>& 
 
 }  // namespace
 
-RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::ostream& log,
+namespace {
+
+// One member's run: its directory, its records so far and where it stands.
+struct MemberRun {
+  TrainConfig config;
+  std::string dir;  // with a trailing '/'
+  RunResult result;
+  std::vector<float> best_parameters;
+  std::size_t since_best = 0;
+  std::string metrics_text, timings_text;
+  bool done = false;       // stopped (early, or by its fault budget) or finished
+  bool finished = false;   // its last.dqnpolicy and final_metrics.json are written
+  std::string fault_kind;  // its test fault, at fault_epoch
+  std::size_t fault_epoch = 0;
+};
+
+struct MemberState {
+  double best_sharpe, last_sharpe;
+  std::int64_t best_epoch, since_best, epoch, done, failed, stopped_early;
+};
+
+std::string member_section(const char* name, std::size_t m) {
+  return std::string(name) + "/" + std::to_string(m);
+}
+
+// The member's closing files: last.dqnpolicy (its parameters now) and final_metrics.json.
+void finish_member(MemberRun& run, const DqnTrainer& trainer, std::size_t m,
+                   const std::vector<Baseline>& baselines, std::uint64_t fingerprint,
+                   std::size_t val_begin, std::size_t val_end) {
+  io::PolicyFile last = trainer.policy(trainer.parameters(m));
+  last.info = {{"epoch", run.result.epochs}, {"data_fingerprint", fingerprint_text(fingerprint)}};
+  io::write_policy(run.dir + "last.dqnpolicy", last);
+  nlohmann::json final_metrics = io::to_json(run.result.best);
+  nlohmann::json kept = nlohmann::json::object();
+  for (const Baseline& b : baselines)
+    kept[b.policy] = io::to_json(b.windows.front());
+  final_metrics["baselines"] = kept;
+  final_metrics["validation_window"] = {{"first_bar", val_begin}, {"last_bar", val_end - 1}};
+  io::write_file_atomically(run.dir + "final_metrics.json", final_metrics.dump(2) + "\n");
+  run.finished = true;
+}
+
+}  // namespace
+
+RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
                        const ResumeOptions& resume) {
-  TrainConfig config = given;
-  validate(config);
-  const RunData run_data = load_run_data(config);
+  PopulationOptions options;
+  options.checkpoints = config.out;
+  RunResult result = run_population(space, {config}, options, log, resume).front();
+  if (result.failed)
+    throw Error(result.failure);
+  return result;
+}
+
+std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<TrainConfig>& given,
+                                      const PopulationOptions& options, std::ostream& log,
+                                      const ResumeOptions& resume) {
+  std::vector<TrainConfig> configs = given;
+  for (const TrainConfig& c : configs)
+    validate(c);
+  check_population(configs);
+  const TrainConfig population = population_config(configs);
+  const std::size_t k = configs.size();
+  const RunData run_data = load_run_data(population);
   const data::Bars& bars = run_data.bars;
   const std::uint64_t data_fingerprint = run_data.fingerprint;
 
   std::error_code error;
-  std::filesystem::create_directories(config.out, error);
-  if (error)
-    throw Error("cannot create the run directory '" + config.out + "': " + error.message());
-  const std::string dir = config.out + "/";
-  remove_stale_temporaries(config.out);
+  for (const std::string& dir : {options.checkpoints}) {
+    std::filesystem::create_directories(dir, error);
+    if (error)
+      throw Error("cannot create the directory '" + dir + "': " + error.message());
+    remove_stale_temporaries(dir);
+  }
+  std::vector<MemberRun> runs(k);
+  for (std::size_t m = 0; m < k; ++m) {
+    MemberRun& run = runs[m];
+    run.config = configs[m];
+    run.dir = configs[m].out + "/";
+    std::filesystem::create_directories(configs[m].out, error);
+    if (error)
+      throw Error("cannot create the run directory '" + configs[m].out + "': " + error.message());
+    remove_stale_temporaries(configs[m].out);
+    run.result.best_sharpe = -std::numeric_limits<double>::infinity();
+    if (!run.config.inject_fault.empty()) {
+      const std::size_t at = run.config.inject_fault.find('@');
+      run.fault_kind = run.config.inject_fault.substr(0, at);
+      run.fault_epoch = std::stoul(run.config.inject_fault.substr(at + 1));
+    }
+  }
 
-  DqnTrainer trainer(space, config, bars, run_data.separate_validation());
-  RunResult result;
-  result.best_sharpe = -std::numeric_limits<double>::infinity();
-  std::vector<float> best_parameters;
-  std::size_t since_best = 0, first_epoch = 1;
-  std::string metrics_text, timings_text;
+  DqnTrainer trainer(space, configs, bars, run_data.separate_validation());
+  std::size_t first_epoch = 1;
   if (resume.resume) {
     std::vector<io::Section> sections;
     std::string source;
-    for (const std::string& path : checkpoint_paths(config.out)) {
+    for (const std::string& path : checkpoint_paths(options.checkpoints)) {
       try {
         sections = io::read_sections(path);
         source = path;
@@ -355,16 +430,25 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
       }
     }
     if (source.empty())
-      throw InputError(config.out, 0, 0, "no valid checkpoint to resume from");
-    const nlohmann::json saved =
-        nlohmann::json::parse(io::find_section(sections, "settings", source).bytes);
-    const nlohmann::json now = identity(config);
+      throw InputError(options.checkpoints, 0, 0, "no valid checkpoint to resume from");
+    if (read_pod<std::uint64_t>(sections, "members", source) != k) {
+      throw InputError(source, 0, 0,
+                       "the checkpoint holds " +
+                           std::to_string(read_pod<std::uint64_t>(sections, "members", source)) +
+                           " members, the run " + std::to_string(k));
+    }
     std::string differences;
-    for (const auto& item : now.items()) {
-      if (!saved.contains(item.key()) || saved[item.key()] != item.value()) {
-        differences += "\n  " + item.key() + ": checkpoint " +
-                       (saved.contains(item.key()) ? saved[item.key()].dump() : "(none)") +
-                       ", now " + item.value().dump();
+    for (std::size_t m = 0; m < k; ++m) {
+      const nlohmann::json saved = nlohmann::json::parse(
+          io::find_section(sections, member_section("settings", m), source).bytes);
+      const nlohmann::json now = identity(configs[m]);
+      for (const auto& item : now.items()) {
+        if (!saved.contains(item.key()) || saved[item.key()] != item.value()) {
+          differences += "\n  " + (k > 1 ? "member " + std::to_string(m) + " " : std::string()) +
+                         item.key() + ": checkpoint " +
+                         (saved.contains(item.key()) ? saved[item.key()].dump() : "(none)") +
+                         ", now " + item.value().dump();
+        }
       }
     }
     if (read_pod<std::uint64_t>(sections, "data_fingerprint", source) != data_fingerprint) {
@@ -380,181 +464,242 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& given, std::os
       log << "dqntrader train: --force: continuing although" << differences << "\n";
     }
     trainer.restore(sections, source);
-    const RunState run = read_pod<RunState>(sections, "run", source);
-    result.best_sharpe = run.best_sharpe;
-    result.best_epoch = static_cast<std::size_t>(run.best_epoch);
-    since_best = static_cast<std::size_t>(run.since_best);
-    first_epoch = static_cast<std::size_t>(run.epoch) + 1;
-    result.epochs = static_cast<std::size_t>(run.epoch);
-    const io::Section& best = io::find_section(sections, "best_parameters", source);
-    best_parameters.resize(best.bytes.size() / sizeof(float));
-    std::memcpy(best_parameters.data(), best.bytes.data(), best.bytes.size());
-    result.best = read_pod<eval::WindowMetrics>(sections, "best_metrics", source);
-    metrics_text = io::find_section(sections, "metrics.jsonl", source).bytes;
-    timings_text = io::find_section(sections, "timings.jsonl", source).bytes;
-    log << "dqntrader train: resuming after epoch " << run.epoch << " from " << source << "\n";
+    std::int64_t epoch = 0;
+    for (std::size_t m = 0; m < k; ++m) {
+      MemberRun& run = runs[m];
+      const MemberState state = read_pod<MemberState>(sections, member_section("run", m), source);
+      run.result.best_sharpe = state.best_sharpe;
+      run.result.last_sharpe = state.last_sharpe;
+      run.result.best_epoch = static_cast<std::size_t>(state.best_epoch);
+      run.result.epochs = static_cast<std::size_t>(state.epoch);
+      run.result.stopped_early = state.stopped_early != 0;
+      run.result.failed = state.failed != 0;
+      run.since_best = static_cast<std::size_t>(state.since_best);
+      run.done = state.done != 0;
+      const io::Section& best =
+          io::find_section(sections, member_section("best_parameters", m), source);
+      run.best_parameters.resize(best.bytes.size() / sizeof(float));
+      std::memcpy(run.best_parameters.data(), best.bytes.data(), best.bytes.size());
+      run.result.best =
+          read_pod<eval::WindowMetrics>(sections, member_section("best_metrics", m), source);
+      run.metrics_text =
+          io::find_section(sections, member_section("metrics.jsonl", m), source).bytes;
+      run.timings_text =
+          io::find_section(sections, member_section("timings.jsonl", m), source).bytes;
+      epoch = std::max(epoch, state.epoch);
+    }
+    first_epoch = static_cast<std::size_t>(read_pod<std::int64_t>(sections, "epoch", source)) + 1;
+    log << "dqntrader train: resuming after epoch " << first_epoch - 1 << " from " << source
+        << "\n";
   }
-  io::write_file_atomically(dir + "config.json", settings_json(config));
-  io::write_file_atomically(dir + "metrics.jsonl", metrics_text);
-  io::write_file_atomically(dir + "timings.jsonl", timings_text);
+  for (MemberRun& run : runs) {
+    io::write_file_atomically(run.dir + "config.json", settings_json(run.config));
+    io::write_file_atomically(run.dir + "metrics.jsonl", run.metrics_text);
+    io::write_file_atomically(run.dir + "timings.jsonl", run.timings_text);
+  }
 
   const auto [train_begin, train_end] = trainer.training_window();
   const auto [val_begin, val_end] = trainer.validation_window();
   log << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".."
       << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
-      << (config.val_data.empty() ? "" : " of " + config.val_data) << "; network "
-      << nn::describe(trainer.network()) << ", " << to_string(config.precision) << "; "
+      << (population.val_data.empty() ? "" : " of " + population.val_data) << "; network "
+      << nn::describe(trainer.network()) << ", " << to_string(population.precision) << "; "
       << trainer.vaccine_bars() << " stress bars"
-      << (recorded_steps(config) > 0
-              ? "; steps recorded in cycles of " + std::to_string(recorded_steps(config))
+      << (recorded_steps(population) > 0
+              ? "; steps recorded in cycles of " + std::to_string(recorded_steps(population))
               : std::string())
-      << "\n";
+      << (k > 1 ? "; " + std::to_string(k) + " members trained together" : std::string()) << "\n";
   // The built-in policies on the same windows, once: what the epochs are measured against.
-  result.baselines = evaluate_baselines(
+  const std::vector<Baseline> baselines = evaluate_baselines(
       space, run_data.separate_validation() ? run_data.validation : bars,
-      trainer.validation_windows(), backtest_config(config, trainer.positions()));
-  io::write_file_atomically(dir + "baselines.json",
-                            baselines_json(result.baselines).dump(2) + "\n");
+      trainer.validation_windows(), backtest_config(population, trainer.positions()));
+  for (MemberRun& run : runs) {
+    run.result.baselines = baselines;
+    io::write_file_atomically(run.dir + "baselines.json", baselines_json(baselines).dump(2) + "\n");
+  }
   log << "baselines on the validation window:";
-  for (const Baseline& b : result.baselines) {
-    log << (&b == &result.baselines.front() ? " " : "; ") << b.policy << " sharpe "
+  for (const Baseline& b : baselines) {
+    log << (&b == &baselines.front() ? " " : "; ") << b.policy << " sharpe "
         << fixed(b.validation_sharpe, 3) << " return "
         << io::format_percent(b.windows.front().total_return);
   }
   log << "\n";
 
-  std::string fault_kind;
-  std::size_t fault_epoch = 0;
-  if (!config.inject_fault.empty()) {
-    const std::size_t at = config.inject_fault.find('@');
-    fault_kind = config.inject_fault.substr(0, at);
-    fault_epoch = std::stoul(config.inject_fault.substr(at + 1));
-  }
   Progress progress(log);
-  for (std::size_t epoch = first_epoch; epoch <= config.epochs; ++epoch) {
-    if (epoch == fault_epoch)
-      trainer.inject_fault(fault_kind);
-    progress.update(epoch, config.epochs, "training and validating...");
-    const EpochReport r = trainer.run_epoch();
-    progress.clear();
-    const bool improved = r.validation_sharpe > result.best_sharpe || best_parameters.empty();
-    nlohmann::json record;
-    record["epoch"] = r.epoch;
-    record["steps"] = r.steps;
-    record["learning_steps"] = r.learning_steps;
-    record["loss"] = io::json_number(r.loss);
-    record["mean_q"] = io::json_number(r.mean_q);
-    record["epsilon"] = r.epsilon;
-    record["learning_rate"] = r.learning_rate;
-    record["skipped_steps"] = r.skipped;
-    record["guard_restores"] = r.restores;
-    record["consecutive_faults"] = r.consecutive_faults;
-    record["validation"] = io::to_json(r.validation.front());
-    record["validation_sharpe"] = io::json_number(r.validation_sharpe);
-    if (r.validation.size() > 1) {
-      nlohmann::json windows = nlohmann::json::array();
-      for (const auto& m : r.validation)
-        windows.push_back(io::to_json(m));
-      record["validation_windows"] = windows;
-    }
-    nlohmann::json probe = nlohmann::json::object();
-    for (const auto& [group, value] : r.probe)
-      probe[group] = io::json_number(value);
-    record["probe"] = probe;
-    record["best"] = improved;
-    const std::string line = record.dump();
-    append_line(dir + "metrics.jsonl", line);
-    metrics_text += line + "\n";
-    const std::string timing = nlohmann::json{
-        {"epoch", r.epoch},
-        {"train_seconds", r.train_seconds},
-        {"validation_seconds",
-         r.validation_seconds}}.dump();
-    append_line(dir + "timings.jsonl", timing);
-    timings_text += timing + "\n";
-
-    const eval::WindowMetrics& v = r.validation.front();
-    log << "epoch " << r.epoch << "/" << config.epochs << "  loss " << fixed(r.loss, 5)
-        << "  mean Q " << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3) << "  skipped "
-        << r.skipped << "  restores " << r.restores << "  val sharpe "
-        << fixed(r.validation_sharpe, 3) << "  return " << io::format_percent(v.total_return)
-        << "  drawdown " << io::format_percent(v.max_drawdown) << "  time "
-        << fixed(r.train_seconds, 2) << "s train + " << fixed(r.validation_seconds, 2) << "s val"
-        << (improved ? "  *best" : "") << "\n";
-
-    if (r.consecutive_faults >= static_cast<std::int64_t>(config.fault_budget)) {
-      nlohmann::json report = {
-          {"epoch", r.epoch},
-          {"steps", r.steps},
-          {"consecutive_faults", r.consecutive_faults},
-          {"fault_budget", config.fault_budget},
-          {"skipped_steps_this_epoch", r.skipped},
-          {"guard_restores_this_epoch", r.restores},
-          {"loss", io::json_number(r.loss)},
-          {"last_good_checkpoint",
-           checkpoint_paths(config.out).empty() ? "" : checkpoint_paths(config.out).front()}};
-      io::write_file_atomically(dir + "fault_report.json", report.dump(2) + "\n");
-      throw Error("training stopped: " + std::to_string(r.consecutive_faults) +
-                  " consecutive faulty steps (non-finite gradients skipped or guard restores) "
-                  "reached the budget of " +
-                  std::to_string(config.fault_budget) + "; see " + dir + "fault_report.json");
-    }
-
-    result.epochs = epoch;
-    result.last_sharpe = r.validation_sharpe;
-    if (improved) {
-      result.best_sharpe = r.validation_sharpe;
-      result.best_epoch = epoch;
-      result.best = v;
-      best_parameters = trainer.parameters();
-      io::PolicyFile best = trainer.policy(best_parameters);
-      best.info = {{"epoch", epoch}, {"validation_sharpe", io::json_number(r.validation_sharpe)}};
-      io::write_policy(dir + "best.dqnpolicy", best);
-      since_best = 0;
-    } else {
-      ++since_best;
-    }
-    // The checkpoint: the trainer's state, the run's, and the records so far.
-    std::vector<io::Section> sections = trainer.state();
-    sections.push_back({"settings", identity(config).dump()});
-    sections.push_back(pod("data_fingerprint", data_fingerprint));
-    sections.push_back(pod(
-        "run", RunState{result.best_sharpe, static_cast<std::int64_t>(result.best_epoch),
-                        static_cast<std::int64_t>(since_best), static_cast<std::int64_t>(epoch)}));
-    sections.push_back(
-        {"best_parameters", std::string(reinterpret_cast<const char*>(best_parameters.data()),
-                                        best_parameters.size() * sizeof(float))});
-    sections.push_back(pod("best_metrics", result.best));
-    sections.push_back({"metrics.jsonl", metrics_text});
-    sections.push_back({"timings.jsonl", timings_text});
-    io::write_sections(dir + "checkpoint-" + std::to_string(epoch) + ".dqnckpt", sections);
-    if (improved)
-      io::write_sections(dir + "best.dqnckpt", sections);
-    const std::vector<std::string> kept = checkpoint_paths(config.out);
-    for (std::size_t i = config.checkpoints; i < kept.size(); ++i)
-      std::filesystem::remove(kept[i], error);
-
-    if (!improved && config.patience > 0 && since_best >= config.patience) {
-      log << "stopping early: no better validation Sharpe for " << config.patience << " epochs\n";
-      result.stopped_early = true;
+  for (std::size_t epoch = first_epoch; epoch <= population.epochs; ++epoch) {
+    if (std::all_of(runs.begin(), runs.end(), [](const MemberRun& r) { return r.done; }))
       break;
+    for (std::size_t m = 0; m < k; ++m) {
+      if (!runs[m].done && epoch == runs[m].fault_epoch)
+        trainer.inject_fault(m, runs[m].fault_kind);
+    }
+    progress.update(epoch, population.epochs, "training and validating...");
+    const std::vector<EpochReport> reports = trainer.run_epoch();
+    progress.clear();
+    for (std::size_t m = 0; m < k; ++m) {
+      MemberRun& run = runs[m];
+      if (run.done)
+        continue;
+      const EpochReport& r = reports[m];
+      const bool improved =
+          r.validation_sharpe > run.result.best_sharpe || run.best_parameters.empty();
+      nlohmann::json record;
+      record["epoch"] = r.epoch;
+      record["steps"] = r.steps;
+      record["learning_steps"] = r.learning_steps;
+      record["loss"] = io::json_number(r.loss);
+      record["mean_q"] = io::json_number(r.mean_q);
+      record["epsilon"] = r.epsilon;
+      record["learning_rate"] = r.learning_rate;
+      record["skipped_steps"] = r.skipped;
+      record["guard_restores"] = r.restores;
+      record["consecutive_faults"] = r.consecutive_faults;
+      record["validation"] = io::to_json(r.validation.front());
+      record["validation_sharpe"] = io::json_number(r.validation_sharpe);
+      if (r.validation.size() > 1) {
+        nlohmann::json windows = nlohmann::json::array();
+        for (const auto& v : r.validation)
+          windows.push_back(io::to_json(v));
+        record["validation_windows"] = windows;
+      }
+      nlohmann::json probe = nlohmann::json::object();
+      for (const auto& [group, value] : r.probe)
+        probe[group] = io::json_number(value);
+      record["probe"] = probe;
+      record["best"] = improved;
+      const std::string line = record.dump();
+      append_line(run.dir + "metrics.jsonl", line);
+      run.metrics_text += line + "\n";
+      const std::string timing = nlohmann::json{
+          {"epoch", r.epoch},
+          {"train_seconds", r.train_seconds},
+          {"validation_seconds",
+           r.validation_seconds}}.dump();
+      append_line(run.dir + "timings.jsonl", timing);
+      run.timings_text += timing + "\n";
+
+      const eval::WindowMetrics& v = r.validation.front();
+      if (options.member_lines) {
+        log << "epoch " << r.epoch << "/" << population.epochs << "  loss " << fixed(r.loss, 5)
+            << "  mean Q " << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3) << "  skipped "
+            << r.skipped << "  restores " << r.restores << "  val sharpe "
+            << fixed(r.validation_sharpe, 3) << "  return " << io::format_percent(v.total_return)
+            << "  drawdown " << io::format_percent(v.max_drawdown) << "  time "
+            << fixed(r.train_seconds, 2) << "s train + " << fixed(r.validation_seconds, 2)
+            << "s val" << (improved ? "  *best" : "") << "\n";
+      }
+
+      if (r.consecutive_faults >= static_cast<std::int64_t>(run.config.fault_budget)) {
+        const std::vector<std::string> kept = checkpoint_paths(options.checkpoints);
+        nlohmann::json report = {{"epoch", r.epoch},
+                                 {"steps", r.steps},
+                                 {"consecutive_faults", r.consecutive_faults},
+                                 {"fault_budget", run.config.fault_budget},
+                                 {"skipped_steps_this_epoch", r.skipped},
+                                 {"guard_restores_this_epoch", r.restores},
+                                 {"loss", io::json_number(r.loss)},
+                                 {"last_good_checkpoint", kept.empty() ? "" : kept.front()}};
+        io::write_file_atomically(run.dir + "fault_report.json", report.dump(2) + "\n");
+        run.result.failed = true;
+        run.result.failure = "training stopped: " + std::to_string(r.consecutive_faults) +
+                             " consecutive faulty steps (non-finite gradients skipped or guard "
+                             "restores) reached the budget of " +
+                             std::to_string(run.config.fault_budget) + "; see " + run.dir +
+                             "fault_report.json";
+        run.done = true;
+        trainer.stop(m);
+        continue;
+      }
+
+      run.result.epochs = epoch;
+      run.result.last_sharpe = r.validation_sharpe;
+      if (improved) {
+        run.result.best_sharpe = r.validation_sharpe;
+        run.result.best_epoch = epoch;
+        run.result.best = v;
+        run.best_parameters = trainer.parameters(m);
+        io::PolicyFile best = trainer.policy(run.best_parameters);
+        best.info = {{"epoch", epoch},
+                     {"validation_sharpe", io::json_number(r.validation_sharpe)},
+                     {"data_fingerprint", fingerprint_text(data_fingerprint)}};
+        io::write_policy(run.dir + "best.dqnpolicy", best);
+        run.since_best = 0;
+      } else {
+        ++run.since_best;
+      }
+      if (!improved && run.config.patience > 0 && run.since_best >= run.config.patience) {
+        if (options.member_lines) {
+          log << "stopping early: no better validation Sharpe for " << run.config.patience
+              << " epochs\n";
+        }
+        run.result.stopped_early = true;
+        run.done = true;
+        trainer.stop(m);
+      }
+    }
+    if (!options.member_lines) {
+      std::size_t stepping = 0;
+      double best = -std::numeric_limits<double>::infinity();
+      for (std::size_t m = 0; m < k; ++m) {
+        stepping += runs[m].done ? 0 : 1;
+        if (!runs[m].result.failed)
+          best = std::max(best, reports[m].validation_sharpe);
+      }
+      log << "epoch " << epoch << "/" << population.epochs << "  " << stepping << " of " << k
+          << " members stepping  best val sharpe " << fixed(best, 3) << "  time "
+          << fixed(reports.front().train_seconds, 2) << "s train + "
+          << fixed(reports.front().validation_seconds, 2) << "s val\n";
+    }
+    // The checkpoint: the population's state, each member's, and the records so far; none
+    // when every member failed.
+    if (std::all_of(runs.begin(), runs.end(), [](const MemberRun& r) { return r.result.failed; }))
+      break;
+    std::vector<io::Section> sections = trainer.state();
+    sections.push_back(pod("members", static_cast<std::uint64_t>(k)));
+    sections.push_back(pod("epoch", static_cast<std::int64_t>(epoch)));
+    sections.push_back(pod("data_fingerprint", data_fingerprint));
+    for (std::size_t m = 0; m < k; ++m) {
+      const MemberRun& run = runs[m];
+      sections.push_back({member_section("settings", m), identity(run.config).dump()});
+      sections.push_back(
+          pod(member_section("run", m),
+              MemberState{run.result.best_sharpe, run.result.last_sharpe,
+                          static_cast<std::int64_t>(run.result.best_epoch),
+                          static_cast<std::int64_t>(run.since_best),
+                          static_cast<std::int64_t>(run.result.epochs), run.done ? 1 : 0,
+                          run.result.failed ? 1 : 0, run.result.stopped_early ? 1 : 0}));
+      sections.push_back({member_section("best_parameters", m),
+                          std::string(reinterpret_cast<const char*>(run.best_parameters.data()),
+                                      run.best_parameters.size() * sizeof(float))});
+      sections.push_back(pod(member_section("best_metrics", m), run.result.best));
+      sections.push_back({member_section("metrics.jsonl", m), run.metrics_text});
+      sections.push_back({member_section("timings.jsonl", m), run.timings_text});
+    }
+    io::write_sections(options.checkpoints + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt",
+                       sections);
+    const std::vector<std::string> kept = checkpoint_paths(options.checkpoints);
+    for (std::size_t i = population.checkpoints; i < kept.size(); ++i)
+      std::filesystem::remove(kept[i], error);
+    // Members that stopped early close their run now (they take no more steps).
+    for (std::size_t m = 0; m < k; ++m) {
+      if (runs[m].done && !runs[m].result.failed && !runs[m].finished)
+        finish_member(runs[m], trainer, m, baselines, data_fingerprint, val_begin, val_end);
     }
   }
-  io::PolicyFile last = trainer.policy(trainer.parameters());
-  last.info = {{"epoch", result.epochs}};
-  io::write_policy(dir + "last.dqnpolicy", last);
-  nlohmann::json final_metrics = io::to_json(result.best);
-  nlohmann::json baselines = nlohmann::json::object();
-  for (const Baseline& b : result.baselines)
-    baselines[b.policy] = io::to_json(b.windows.front());
-  final_metrics["baselines"] = baselines;
-  final_metrics["validation_window"] = {{"first_bar", val_begin}, {"last_bar", val_end - 1}};
-  io::write_file_atomically(dir + "final_metrics.json", final_metrics.dump(2) + "\n");
-  const std::string compared = compared_with_baselines(result.best_sharpe, result.baselines);
-  log << "best validation Sharpe " << fixed(result.best_sharpe, 3) << " at epoch "
-      << result.best_epoch << (compared.empty() ? "" : ": " + compared) << "; run in " << config.out
-      << "\n";
-  return result;
+  std::vector<RunResult> results;
+  for (std::size_t m = 0; m < k; ++m) {
+    MemberRun& run = runs[m];
+    if (!run.result.failed && !run.finished)
+      finish_member(run, trainer, m, baselines, data_fingerprint, val_begin, val_end);
+    if (options.member_lines && !run.result.failed) {
+      const std::string compared = compared_with_baselines(run.result.best_sharpe, baselines);
+      log << "best validation Sharpe " << fixed(run.result.best_sharpe, 3) << " at epoch "
+          << run.result.best_epoch << (compared.empty() ? "" : ": " + compared) << "; run in "
+          << run.config.out << "\n";
+    }
+    results.push_back(run.result);
+  }
+  return results;
 }
 
 }  // namespace dqntrader::train

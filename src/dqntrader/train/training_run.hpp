@@ -1,17 +1,19 @@
-// A whole training run: data, the trainer, the epoch loop with early stopping, checkpoints,
-// and the run directory:
-//   config.json               every effective setting
-//   metrics.jsonl             one record per epoch (deterministic: the same seed gives the same
-//   file) timings.jsonl             the epoch's training and validation seconds
-//   checkpoint-<E>.dqnckpt    the state after epoch E (the last `checkpoints` are kept)
-//   best.dqnckpt              the state after the best epoch
+// A whole training run of a population (one agent is a population of one): data, the
+// trainer, the epoch loop with each member's early stopping and fault budget, checkpoints of
+// the whole population, and one run directory per member:
+//   config.json               every effective setting of the member
+//   metrics.jsonl             one record per epoch (deterministic: the same seed gives the
+//                             same file)
+//   timings.jsonl             the epoch's training and validation seconds
 //   best.dqnpolicy            the parameters with the best validation Sharpe so far
 //   last.dqnpolicy            the parameters after the last epoch
 //   baselines.json            the built-in policies' validation metrics (written at the start)
 //   final_metrics.json        the validation metrics of the best policy (DESIGN.md section 5
 //                             keys), under "baselines" those of the built-in policies, and
 //                             the validation bars as "validation_window" (first_bar, last_bar)
-//   fault_report.json         only when the fault budget stopped the run
+//   fault_report.json         only when the fault budget stopped the member
+// and, in the population's checkpoint directory (a single run's: its run directory),
+//   checkpoint-<E>.dqnckpt    the population's state after epoch E (the last `checkpoints`)
 #pragma once
 
 #include <iosfwd>
@@ -41,6 +43,8 @@ struct RunResult {
   double last_sharpe = 0;    // the validation Sharpe of the last epoch run
   eval::WindowMetrics best;  // validation metrics of the best policy (first window)
   bool stopped_early = false;
+  bool failed = false;              // its fault budget stopped it (fault_report.json)
+  std::string failure;              // what stopped it
   std::vector<Baseline> baselines;  // buy-and-hold, flat and, with ofi, sign-of-ofi
 };
 
@@ -63,8 +67,9 @@ struct RunData {
 };
 RunData load_run_data(const TrainConfig& config);
 
-/// InputError unless data is what the checkpoint at path was trained on.
-void check_same_data(const RunData& data, const std::string& checkpoint_path);
+/// InputError unless data is what the policy file at policy_path (best.dqnpolicy or
+/// last.dqnpolicy of a run) was trained on.
+void check_same_data(const RunData& data, const std::string& policy_path);
 
 /// The built-in policies on the validation windows of validation_bars (the bars validation
 /// runs on), evaluated on the device once.
@@ -76,9 +81,24 @@ std::vector<Baseline> evaluate_baselines(const ExecSpace& space, const data::Bar
 /// and "validation_windows" when there are several}, as metrics.jsonl records a policy.
 nlohmann::json baselines_json(const std::vector<Baseline>& baselines);
 
-/// Runs training as config says; progress and one summary line per epoch go to log.
+/// Runs training as config says, in config.out; progress and one summary line per epoch go to
+/// log. Error when the fault budget stopped it.
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
                        const ResumeOptions& resume = {});
+
+struct PopulationOptions {
+  std::string checkpoints;   // the directory of the population's checkpoints
+  bool member_lines = true;  // a line per member per epoch (else one per epoch)
+};
+
+/// Trains members (check_population() must accept them) as one population, each in its run
+/// directory members[m].out, the population's checkpoints in options.checkpoints (resume
+/// continues from the newest there). A member whose fault budget runs out is stopped and
+/// reported (failed, fault_report.json) while the others go on. One result per member.
+std::vector<RunResult> run_population(const ExecSpace& space,
+                                      const std::vector<TrainConfig>& members,
+                                      const PopulationOptions& options, std::ostream& log,
+                                      const ResumeOptions& resume = {});
 
 /// The checkpoints in a run directory, newest first.
 std::vector<std::string> checkpoint_paths(const std::string& run_directory);
