@@ -51,6 +51,10 @@ class SideStream {
   std::unique_ptr<Impl> m_impl;
 };
 
+/// Bytes of memory the device has free now: on CUDA the GPU's (cudaMemGetInfo), on OpenMP
+/// the host's available memory. What a sweep sizes its populations by.
+std::size_t free_memory();
+
 class CapturedWork {
  public:
   CapturedWork();

@@ -133,4 +133,10 @@ std::size_t CapturedWork::kernels() const {
   return kernels;
 }
 
+std::size_t free_memory() {
+  std::size_t free = 0, total = 0;
+  DQNTRADER_CUDA(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
 }  // namespace dqntrader::exec

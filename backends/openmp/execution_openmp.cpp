@@ -2,6 +2,8 @@
 // in line.
 #include "../execution.hpp"
 
+#include <unistd.h>
+
 #include "dqntrader/core/error.hpp"
 
 namespace dqntrader::exec {
@@ -53,6 +55,12 @@ bool CapturedWork::captured() const {
 
 std::size_t CapturedWork::kernels() const {
   return 0;
+}
+
+std::size_t free_memory() {
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(size)
+                               : 0;
 }
 
 }  // namespace dqntrader::exec

@@ -22,6 +22,7 @@ Command add_synth(CLI::App& app);
 Command add_cache(CLI::App& app);
 Command add_backtest(CLI::App& app);
 Command add_train(CLI::App& app);
+Command add_sweep(CLI::App& app);
 Command add_settings(CLI::App& app);
 Command add_report(CLI::App& app);
 

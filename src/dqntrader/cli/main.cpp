@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
   const std::vector<dqntrader::cli::Command> commands = {
       dqntrader::cli::add_info(app),  dqntrader::cli::add_synth(app),
       dqntrader::cli::add_cache(app), dqntrader::cli::add_backtest(app),
-      dqntrader::cli::add_train(app), dqntrader::cli::add_settings(app),
+      dqntrader::cli::add_train(app), dqntrader::cli::add_sweep(app),
+      dqntrader::cli::add_settings(app),
       dqntrader::cli::add_report(app)};
 
   try {

@@ -613,11 +613,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     for (std::size_t m = 0; m < k; ++m) {
       if (m_faults[m] != "price")
         continue;
-      const Kokkos::View<int*, DeviceMemory> poisoned = m_poisoned;
-      const int member = static_cast<int>(m);
-      Kokkos::parallel_for(
-          "dqntrader::train::inject_price_fault", Kokkos::RangePolicy<ExecSpace>(m_space, 0, 1),
-          KOKKOS_LAMBDA(const int) { poisoned(member) = 1; });  // every reward from now on
+      Kokkos::deep_copy(m_space, Kokkos::subview(m_poisoned, m), 1);  // every reward from now on
       m_faults[m].clear();
       m_side.fork(m_space);  // the side's assembly and environments read the rewards
     }

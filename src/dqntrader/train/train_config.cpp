@@ -328,6 +328,24 @@ const std::vector<std::string>& member_setting_names() {
   return names;
 }
 
+const std::vector<std::string>& sweep_setting_names() {
+  static const std::vector<std::string> names = {
+      "data",      "val-data",   "val-fraction", "synth-bars",  "cost",        "bars-per-year",
+      "risk-free", "chunk-bars", "checkpoints",  "graph-steps", "val-windows", "out"};
+  return names;
+}
+
+std::string setting_scope(const std::string& name) {
+  auto in = [&](const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  if (name == "out")
+    return "sweep";
+  if (in(member_setting_names()))
+    return "member";
+  return in(sweep_setting_names()) ? "sweep" : "population";
+}
+
 namespace {
 // The interval the members that use it share (0 when none does); InputError when two differ.
 std::size_t shared_interval(const std::vector<TrainConfig>& members, const char* name,

@@ -109,6 +109,15 @@ std::size_t recorded_steps(const TrainConfig& config);
 /// fault budget, the run directory and a test fault.
 const std::vector<std::string>& member_setting_names();
 
+/// The settings a sweep shares by all of its members (the data, the metrics' definitions and
+/// the run's mechanics); a sweep may vary every other setting, those that are not a member's
+/// by forming a population of each value.
+const std::vector<std::string>& sweep_setting_names();
+
+/// What may vary between runs trained together: "member" (within a population), "population"
+/// (between the populations of a sweep) or "sweep" (nothing: shared by every member).
+std::string setting_scope(const std::string& name);
+
 /// InputError naming the setting and the members when members cannot train as one
 /// population: a shared setting that differs, a vaccine or probe interval other than 0 and the
 /// population's, members on the built-in market with different seeds, or n-steps so different

@@ -127,18 +127,22 @@ void apply_settings_json(TrainConfig& config, const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(path, 0, 0, std::string("not valid JSON: ") + e.what());
   }
+  apply_settings(config, j, path);
+}
+
+void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::string& source) {
   if (!j.is_object())
-    throw InputError(path, 0, 0, "expected a JSON object of settings");
+    throw InputError(source, 0, 0, "expected a JSON object of settings");
   std::vector<Setting> all = settings(config);
   for (const auto& item : j.items()) {
     auto found = std::find_if(all.begin(), all.end(),
                               [&](const Setting& s) { return s.name == item.key(); });
     if (found == all.end())
-      throw InputError(path, 0, 0, "unknown setting '" + item.key() + "'");
+      throw InputError(source, 0, 0, "unknown setting '" + item.key() + "'");
     try {
       found->set(as_text(item.value()));
     } catch (const InputError& e) {
-      throw InputError(path, 0, 0, e.what());
+      throw InputError(source, 0, 0, e.what());
     }
   }
 }
@@ -500,15 +504,17 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
 
   const auto [train_begin, train_end] = trainer.training_window();
   const auto [val_begin, val_end] = trainer.validation_window();
-  log << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".."
-      << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
-      << (population.val_data.empty() ? "" : " of " + population.val_data) << "; network "
-      << nn::describe(trainer.network()) << ", " << to_string(population.precision) << "; "
-      << trainer.vaccine_bars() << " stress bars"
-      << (recorded_steps(population) > 0
-              ? "; steps recorded in cycles of " + std::to_string(recorded_steps(population))
-              : std::string())
-      << (k > 1 ? "; " + std::to_string(k) + " members trained together" : std::string()) << "\n";
+  std::ostringstream discarded;  // what a quiet run does not print
+  std::ostream& lines = options.quiet ? discarded : log;
+  lines << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".."
+        << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
+        << (population.val_data.empty() ? "" : " of " + population.val_data) << "; network "
+        << nn::describe(trainer.network()) << ", " << to_string(population.precision) << "; "
+        << trainer.vaccine_bars() << " stress bars"
+        << (recorded_steps(population) > 0
+                ? "; steps recorded in cycles of " + std::to_string(recorded_steps(population))
+                : std::string())
+        << (k > 1 ? "; " + std::to_string(k) + " members trained together" : std::string()) << "\n";
   // The built-in policies on the same windows, once: what the epochs are measured against.
   const std::vector<Baseline> baselines = evaluate_baselines(
       space, run_data.separate_validation() ? run_data.validation : bars,
@@ -517,15 +523,15 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     run.result.baselines = baselines;
     io::write_file_atomically(run.dir + "baselines.json", baselines_json(baselines).dump(2) + "\n");
   }
-  log << "baselines on the validation window:";
+  lines << "baselines on the validation window:";
   for (const Baseline& b : baselines) {
-    log << (&b == &baselines.front() ? " " : "; ") << b.policy << " sharpe "
-        << fixed(b.validation_sharpe, 3) << " return "
-        << io::format_percent(b.windows.front().total_return);
+    lines << (&b == &baselines.front() ? " " : "; ") << b.policy << " sharpe "
+          << fixed(b.validation_sharpe, 3) << " return "
+          << io::format_percent(b.windows.front().total_return);
   }
-  log << "\n";
+  lines << "\n";
 
-  Progress progress(log);
+  Progress progress(lines);
   for (std::size_t epoch = first_epoch; epoch <= population.epochs; ++epoch) {
     if (std::all_of(runs.begin(), runs.end(), [](const MemberRun& r) { return r.done; }))
       break;
@@ -580,13 +586,13 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
 
       const eval::WindowMetrics& v = r.validation.front();
       if (options.member_lines) {
-        log << "epoch " << r.epoch << "/" << population.epochs << "  loss " << fixed(r.loss, 5)
-            << "  mean Q " << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3) << "  skipped "
-            << r.skipped << "  restores " << r.restores << "  val sharpe "
-            << fixed(r.validation_sharpe, 3) << "  return " << io::format_percent(v.total_return)
-            << "  drawdown " << io::format_percent(v.max_drawdown) << "  time "
-            << fixed(r.train_seconds, 2) << "s train + " << fixed(r.validation_seconds, 2)
-            << "s val" << (improved ? "  *best" : "") << "\n";
+        lines << "epoch " << r.epoch << "/" << population.epochs << "  loss " << fixed(r.loss, 5)
+              << "  mean Q " << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3)
+              << "  skipped " << r.skipped << "  restores " << r.restores << "  val sharpe "
+              << fixed(r.validation_sharpe, 3) << "  return " << io::format_percent(v.total_return)
+              << "  drawdown " << io::format_percent(v.max_drawdown) << "  time "
+              << fixed(r.train_seconds, 2) << "s train + " << fixed(r.validation_seconds, 2)
+              << "s val" << (improved ? "  *best" : "") << "\n";
       }
 
       if (r.consecutive_faults >= static_cast<std::int64_t>(run.config.fault_budget)) {
@@ -629,8 +635,8 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
       }
       if (!improved && run.config.patience > 0 && run.since_best >= run.config.patience) {
         if (options.member_lines) {
-          log << "stopping early: no better validation Sharpe for " << run.config.patience
-              << " epochs\n";
+          lines << "stopping early: no better validation Sharpe for " << run.config.patience
+                << " epochs\n";
         }
         run.result.stopped_early = true;
         run.done = true;
@@ -645,11 +651,13 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
         if (!runs[m].result.failed)
           best = std::max(best, reports[m].validation_sharpe);
       }
-      log << "epoch " << epoch << "/" << population.epochs << "  " << stepping << " of " << k
-          << " members stepping  best val sharpe " << fixed(best, 3) << "  time "
-          << fixed(reports.front().train_seconds, 2) << "s train + "
-          << fixed(reports.front().validation_seconds, 2) << "s val\n";
+      lines << "epoch " << epoch << "/" << population.epochs << "  " << stepping << " of " << k
+            << " members stepping  best val sharpe " << fixed(best, 3) << "  time "
+            << fixed(reports.front().train_seconds, 2) << "s train + "
+            << fixed(reports.front().validation_seconds, 2) << "s val\n";
     }
+    if (options.on_epoch)
+      options.on_epoch(epoch, population.epochs);
     // The checkpoint: the population's state, each member's, and the records so far; none
     // when every member failed.
     if (std::all_of(runs.begin(), runs.end(), [](const MemberRun& r) { return r.result.failed; }))
@@ -693,9 +701,9 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
       finish_member(run, trainer, m, baselines, data_fingerprint, val_begin, val_end);
     if (options.member_lines && !run.result.failed) {
       const std::string compared = compared_with_baselines(run.result.best_sharpe, baselines);
-      log << "best validation Sharpe " << fixed(run.result.best_sharpe, 3) << " at epoch "
-          << run.result.best_epoch << (compared.empty() ? "" : ": " + compared) << "; run in "
-          << run.config.out << "\n";
+      lines << "best validation Sharpe " << fixed(run.result.best_sharpe, 3) << " at epoch "
+            << run.result.best_epoch << (compared.empty() ? "" : ": " + compared) << "; run in "
+            << run.config.out << "\n";
     }
     results.push_back(run.result);
   }

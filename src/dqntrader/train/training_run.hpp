@@ -16,6 +16,7 @@
 //   checkpoint-<E>.dqnckpt    the population's state after epoch E (the last `checkpoints`)
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -89,6 +90,9 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::o
 struct PopulationOptions {
   std::string checkpoints;   // the directory of the population's checkpoints
   bool member_lines = true;  // a line per member per epoch (else one per epoch)
+  bool quiet = false;        // no lines at all but what went wrong (a sweep's populations)
+  // Called after each epoch with it and the epochs to run (progress of a sweep).
+  std::function<void(std::size_t epoch, std::size_t epochs)> on_epoch;
 };
 
 /// Trains members (check_population() must accept them) as one population, each in its run
@@ -109,5 +113,7 @@ std::string settings_json(TrainConfig& config);
 /// Applies a JSON object of settings (a --config file); unknown keys are InputErrors naming
 /// the file.
 void apply_settings_json(TrainConfig& config, const std::string& path);
+/// The same for an object in memory (source names where it came from in messages).
+void apply_settings(TrainConfig& config, const nlohmann::json& settings, const std::string& source);
 
 }  // namespace dqntrader::train

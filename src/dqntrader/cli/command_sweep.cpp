@@ -1,0 +1,211 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/execution.hpp"
+#include "dqntrader/cli/commands.hpp"
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/data/features.hpp"
+#include "dqntrader/sweep/leaderboard.hpp"
+#include "dqntrader/sweep/search_space.hpp"
+#include "dqntrader/sweep/sweep_plan.hpp"
+#include "dqntrader/sweep/sweep_run.hpp"
+#include "dqntrader/train/training_run.hpp"
+
+namespace dqntrader::cli {
+
+namespace {
+
+constexpr std::size_t kMostMembers = 64;
+
+std::string fixed(double v, int digits) {
+  if (!std::isfinite(v))
+    return "nan";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
+  return buffer;
+}
+
+// The best rows of the leaderboards, for the sweep's last lines.
+void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
+  const nlohmann::json board = sweep::leaderboard_json(plan);
+  auto settings = [](const nlohmann::json& s) {
+    std::string text;
+    for (const auto& item : s.items())
+      text += (text.empty() ? "" : " ") + item.key() + "=" + item.value().get<std::string>();
+    return text.empty() ? std::string("(base settings)") : text;
+  };
+  out << "best members (validation Sharpe of their best epoch):\n";
+  for (std::size_t i = 0; i < board["members"].size() && i < 5; ++i) {
+    const auto& m = board["members"][i];
+    const double sharpe =
+        m["validation_sharpe"].is_number() ? m["validation_sharpe"].get<double>() : std::nan("");
+    out << "  " << m["rank"] << ". " << fixed(sharpe, 3) << "  " << m["run"].get<std::string>()
+        << "  seed " << m["seed"] << "  " << settings(m["settings"]) << "\n";
+  }
+  if (!plan.space.axes.empty()) {
+    out << "best settings (mean validation Sharpe over their seeds, std, min):\n";
+    for (std::size_t i = 0; i < board["combinations"].size() && i < 5; ++i) {
+      const auto& c = board["combinations"][i];
+      auto number = [](const nlohmann::json& v) {
+        return v.is_number() ? v.get<double>() : std::nan("");
+      };
+      out << "  " << c["rank"] << ". " << fixed(number(c["validation_sharpe_mean"]), 3) << " ("
+          << fixed(number(c["validation_sharpe_std"]), 3) << ", "
+          << fixed(number(c["validation_sharpe_min"]), 3) << ")  " << settings(c["settings"])
+          << "\n";
+    }
+  }
+  out << "leaderboards: " << plan.directory << "/leaderboard.csv, leaderboard.json\n";
+}
+
+}  // namespace
+
+Command add_sweep(CLI::App& app) {
+  struct Options {
+    train::TrainConfig config;
+    std::string config_file, space_file, resume, seeds;
+    std::vector<std::string> sets;
+    std::size_t random = 0, population = 0;
+    std::uint64_t random_seed = 1;
+    std::vector<std::pair<CLI::Option*, train::Setting>> flags;
+    std::vector<std::string> values;
+  };
+  auto options = std::make_shared<Options>();
+  Command command;
+  command.app = app.add_subcommand(
+      "sweep",
+      "train every combination of a search space's settings with every seed, members that "
+      "share their shapes trained together as populations on the device, and rank them");
+  CLI::App* c = command.app;
+  c->add_option("--set", options->sets,
+                "a setting to vary: NAME=V1,V2,... (the grid takes every value; a list "
+                "setting's items separated by '/', e.g. hidden=64/64,128/128) or "
+                "NAME=LO:HI[:log] (with --random); repeatable");
+  c->add_option("--seeds", options->seeds,
+                "the seeds every combination is trained with: 1-8, 1,3,5 (default: --seed)");
+  c->add_option("--random", options->random,
+                "N random draws of the settings instead of the grid (ranges uniform or "
+                "log-uniform, lists uniform)");
+  c->add_option("--random-seed", options->random_seed, "seed of the random draws")
+      ->capture_default_str();
+  c->add_option("--space", options->space_file,
+                "the search space as a JSON file (seeds, random, random_seed, set, base); "
+                "--set, --seeds and --random add to it");
+  c->add_option("--population", options->population,
+                "members trained together at most (default: as many as the device's free "
+                "memory holds, at most 64)");
+  c->add_option("--config", options->config_file,
+                "JSON file of shared settings (keys as the flags below, without --)");
+  c->add_option("--resume", options->resume,
+                "continue the sweep in this directory as it was planned: populations that "
+                "finished are not run again, one that was interrupted continues from its "
+                "newest checkpoint");
+  options->config.out = "runs/sweep";
+  const std::vector<train::Setting> all = train::settings(options->config);
+  options->values.resize(all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const train::Setting& s = all[i];
+    const std::string scope = train::setting_scope(s.name);
+    const std::string varies = s.name == "seed"        ? " [--seeds gives each member's]"
+                               : scope == "member"     ? " [--set may vary it per member]"
+                               : scope == "population" ? " [--set may list values: a population "
+                                                         "of each]"
+                                                       : " [every member shares it]";
+    CLI::Option* option =
+        c->add_option("--" + s.name, options->values[i],
+                      (s.name == "out" ? std::string("the sweep's directory") : s.help) + varies);
+    option->default_str(s.get());
+    if (s.is_flag)
+      option->expected(0, 1)->default_str(s.get());
+    options->flags.push_back({option, s});
+  }
+  command.run = [options, c](const ExecSpace& space) {
+    sweep::SweepPlan plan;
+    if (!options->resume.empty()) {
+      for (CLI::Option* o : c->get_options()) {
+        if (o->count() > 0 && o->get_name() != "--resume")
+          throw InputError("--resume continues the sweep as it was planned; drop " + o->get_name());
+      }
+      plan = sweep::read_plan(options->resume);
+      std::cerr << "dqntrader sweep: continuing " << plan.directory << "\n";
+    } else {
+      train::TrainConfig& base = options->config;
+      if (!options->config_file.empty())
+        train::apply_settings_json(base, options->config_file);
+      sweep::SearchSpace space;
+      if (!options->space_file.empty()) {
+        space = sweep::read_space(options->space_file);
+        train::apply_settings(base, space.base, options->space_file + " (base)");
+      }
+      std::vector<train::Setting> bound = train::settings(base);
+      for (std::size_t i = 0; i < options->flags.size(); ++i) {
+        if (options->flags[i].first->count() == 0)
+          continue;
+        const std::string& value = options->values[i];
+        bound[i].set(bound[i].is_flag && value.empty() ? "true" : value);
+      }
+      for (const std::string& text : options->sets)
+        space.axes.push_back(sweep::parse_axis(text));
+      if (!options->seeds.empty())
+        space.seeds = sweep::parse_seeds(options->seeds);
+      if (c->get_option("--random")->count() > 0) {
+        if (options->random == 0)
+          throw InputError(
+              "--random 0: give the number of draws, or leave --random out for the grid");
+        space.random = options->random;
+      }
+      if (c->get_option("--random-seed")->count() > 0)
+        space.random_seed = options->random_seed;
+      if (base.data.empty()) {
+        throw InputError(
+            "a sweep needs --data: on the built-in market the seed would choose the market too "
+            "(write it with dqntrader synth and give the file)");
+      }
+      if (c->get_option("--out")->count() == 0 && options->config_file.empty())
+        throw InputError("a sweep needs --out DIR, the sweep's directory");
+      train::validate(base);
+      sweep::check(space, base);
+      if (std::filesystem::exists(base.out + "/sweep.json")) {
+        throw InputError(base.out + " holds a sweep already: continue it with --resume " +
+                         base.out + ", or choose another --out");
+      }
+      // The data once, for its features (and to fail early on a bad file).
+      const train::RunData data = train::load_run_data(base);
+      data::FeatureConfig features;
+      features.return_window = base.return_window;
+      features.volatility_window = base.volatility_window;
+      features.ofi_window = base.ofi_window;
+      const std::size_t count = data::resolve_features(features, data.bars).count();
+      std::size_t most = options->population;
+      if (c->get_option("--population")->count() > 0 && most == 0)
+        throw InputError("--population 0: a population has at least one member");
+      if (most == 0) {
+        const std::size_t bytes = sweep::member_bytes(base, count);
+        most = std::clamp<std::size_t>(
+            exec::free_memory() / 10 * 8 / std::max<std::size_t>(bytes, 1), 1, kMostMembers);
+      }
+      plan = sweep::make_plan(base, space, base.out, most);
+      std::error_code error;
+      std::filesystem::create_directories(base.out, error);
+      if (error)
+        throw Error("cannot create the sweep directory '" + base.out + "': " + error.message());
+      sweep::write_plan(plan);
+      const std::size_t seeds = space.seeds.empty() ? 1 : space.seeds.size();
+      std::cerr << "dqntrader sweep: " << plan.members.size() << " members ("
+                << plan.combinations.size() << " combinations x " << seeds << " seeds) in "
+                << plan.populations.size() << " populations of at most " << plan.most
+                << " members; " << plan.directory << "\n";
+    }
+    sweep::run_sweep(space, plan, std::cerr);
+    print_leaders(plan, std::cerr);
+  };
+  return command;
+}
+
+}  // namespace dqntrader::cli

@@ -1,0 +1,25 @@
+// A sweep's leaderboards, DIR/leaderboard.csv and DIR/leaderboard.json: one row per member
+// (its varied settings, seed, status and the validation metrics of its best epoch), best
+// validation Sharpe first, and one row per combination of settings aggregated over its seeds
+// (mean, standard deviation and minimum of their best validation Sharpe), best mean first.
+// Members that failed or have not run rank last.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "dqntrader/sweep/sweep_plan.hpp"
+
+namespace dqntrader::sweep {
+
+/// {"members": [...], "combinations": [...]}, each sorted.
+nlohmann::json leaderboard_json(const SweepPlan& plan);
+
+/// The same rows as CSV, member rows then combination rows, a column "row" telling them
+/// apart (columns that do not apply to a row are empty).
+std::string leaderboard_csv(const SweepPlan& plan);
+
+/// Writes both files into the sweep's directory, atomically.
+void write_leaderboards(const SweepPlan& plan);
+
+}  // namespace dqntrader::sweep

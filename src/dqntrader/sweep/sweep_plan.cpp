@@ -1,0 +1,232 @@
+#include "dqntrader/sweep/sweep_plan.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/nn/network_spec.hpp"
+
+namespace dqntrader::sweep {
+
+namespace {
+
+std::string numbered(const char* prefix, std::size_t id, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%s%0*zu", prefix, digits, id);
+  return text;
+}
+
+// Every setting of config that is not a member's own: members alike in these can share a
+// population.
+std::string population_key(train::TrainConfig config) {
+  nlohmann::json j = nlohmann::json::parse(train::settings_json(config));
+  for (const std::string& name : train::member_setting_names())
+    j.erase(name);
+  return j.dump();
+}
+
+double json_double(const nlohmann::json& v) {
+  return v.is_number() ? v.get<double>() : std::nan("");
+}
+
+}  // namespace
+
+std::size_t member_bytes(const train::TrainConfig& c, std::size_t features) {
+  nn::NetworkSpec spec;
+  spec.features = features;
+  spec.hidden = c.hidden;
+  spec.dueling = c.dueling;
+  const std::size_t p = nn::ParameterLayout(spec).size();
+  const std::size_t value = c.precision == Precision::bf16 ? 2 : 4;
+  std::size_t widths = 0;
+  for (std::size_t w : c.hidden)
+    widths += (w + 8) / 8 * 8;
+  const std::size_t rows = 2 * c.batch_size + c.environments;
+  const std::size_t probe_rows = 8 * c.probe_batch;  // up to seven feature groups and the states
+  const std::size_t max_rows = std::max(rows, probe_rows);
+  return 9 * p * 4                 // parameters, optimizer, guard
+         + 2 * p * value           // working copies
+         + c.replay_capacity * 11  // the replay ring
+         + 2 * max_rows * (widths + (spec.state_size() + 8)) * value  // states and activations
+         + max_rows * widths * value                                  // layer gradients
+         + probe_rows * spec.state_size() * value                     // the probe's states
+         + c.chunk_bars * spec.positions * widths * 4;                // validation's activations
+}
+
+SweepPlan make_plan(const train::TrainConfig& base, const SearchSpace& space,
+                    const std::string& directory, std::size_t most) {
+  SweepPlan plan;
+  plan.directory = directory;
+  train::TrainConfig shared = base;
+  plan.base = nlohmann::json::parse(train::settings_json(shared));
+  plan.space = space;
+  plan.combinations = combinations(space);
+  plan.most = most > 0 ? most : 1;
+  const std::vector<std::uint64_t> seeds =
+      space.seeds.empty() ? std::vector<std::uint64_t>{base.seed} : space.seeds;
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<std::size_t>> groups;
+  for (std::size_t c = 0; c < plan.combinations.size(); ++c) {
+    for (std::uint64_t seed : seeds) {
+      MemberPlan m;
+      m.id = plan.members.size();
+      m.combination = c;
+      m.seed = seed;
+      m.run = "members/" + numbered("m-", m.id, 4);
+      plan.members.push_back(m);
+      const train::TrainConfig config = member_config(plan, m.id);
+      train::validate(config);
+      const std::string key = population_key(config);
+      if (groups.find(key) == groups.end())
+        keys.push_back(key);
+      groups[key].push_back(m.id);
+    }
+  }
+  for (const std::string& key : keys) {
+    const std::vector<std::size_t>& ids = groups[key];
+    for (std::size_t first = 0; first < ids.size(); first += plan.most) {
+      PopulationPlan p;
+      p.id = plan.populations.size();
+      p.checkpoints = "populations/" + numbered("p-", p.id, 3);
+      for (std::size_t i = first; i < ids.size() && i < first + plan.most; ++i) {
+        p.members.push_back(ids[i]);
+        plan.members[ids[i]].population = p.id;
+      }
+      std::vector<train::TrainConfig> configs;
+      for (std::size_t id : p.members)
+        configs.push_back(member_config(plan, id));
+      train::check_population(configs);
+      plan.populations.push_back(p);
+    }
+  }
+  return plan;
+}
+
+train::TrainConfig member_config(const SweepPlan& plan, std::size_t member) {
+  train::TrainConfig base;
+  train::apply_settings(base, plan.base, plan.directory + "/sweep.json");
+  const MemberPlan& m = plan.members.at(member);
+  train::TrainConfig config = apply(base, plan.combinations.at(m.combination), m.seed);
+  config.out = plan.directory + "/" + m.run;
+  return config;
+}
+
+nlohmann::json to_json(const MemberResult& r) {
+  nlohmann::json j = {{"status", r.status},
+                      {"epochs", r.epochs},
+                      {"best_epoch", r.best_epoch},
+                      {"validation_sharpe", io::json_number(r.validation_sharpe)},
+                      {"last_sharpe", io::json_number(r.last_sharpe)},
+                      {"best", r.best}};
+  if (!r.failure.empty())
+    j["failure"] = r.failure;
+  return j;
+}
+
+MemberResult member_result_from_json(const nlohmann::json& j) {
+  MemberResult r;
+  r.status = j.value("status", std::string("pending"));
+  r.epochs = j.value("epochs", std::size_t{0});
+  r.best_epoch = j.value("best_epoch", std::size_t{0});
+  r.validation_sharpe = json_double(j.value("validation_sharpe", nlohmann::json()));
+  r.last_sharpe = json_double(j.value("last_sharpe", nlohmann::json()));
+  r.best = j.value("best", nlohmann::json::object());
+  r.failure = j.value("failure", std::string());
+  return r;
+}
+
+MemberResult member_result(const train::RunResult& result) {
+  MemberResult r;
+  r.status = result.failed ? "failed" : (result.stopped_early ? "stopped early" : "finished");
+  r.epochs = result.epochs;
+  r.best_epoch = result.best_epoch;
+  r.validation_sharpe = result.best_epoch > 0 ? result.best_sharpe : std::nan("");
+  r.last_sharpe = result.epochs > 0 ? result.last_sharpe : std::nan("");
+  r.best = result.best_epoch > 0 ? io::to_json(result.best) : nlohmann::json::object();
+  r.failure = result.failure;
+  return r;
+}
+
+void write_plan(const SweepPlan& plan) {
+  nlohmann::json combinations = nlohmann::json::array();
+  for (const Combination& c : plan.combinations) {
+    nlohmann::json values = nlohmann::json::object();
+    for (const auto& [name, value] : c.values)
+      values[name] = value;
+    combinations.push_back(values);
+  }
+  nlohmann::json members = nlohmann::json::array();
+  for (const MemberPlan& m : plan.members) {
+    members.push_back({{"id", m.id},
+                       {"combination", m.combination},
+                       {"seed", m.seed},
+                       {"population", m.population},
+                       {"run", m.run},
+                       {"result", to_json(m.result)}});
+  }
+  nlohmann::json populations = nlohmann::json::array();
+  for (const PopulationPlan& p : plan.populations) {
+    populations.push_back({{"id", p.id},
+                           {"members", p.members},
+                           {"checkpoints", p.checkpoints},
+                           {"finished", p.finished}});
+  }
+  const nlohmann::json j = {{"format", "dqntrader sweep 1"}, {"base", plan.base},
+                            {"space", to_json(plan.space)},  {"population_size", plan.most},
+                            {"combinations", combinations},  {"members", members},
+                            {"populations", populations}};
+  io::write_file_atomically(plan.directory + "/sweep.json", j.dump(2) + "\n");
+}
+
+SweepPlan read_plan(const std::string& directory) {
+  const std::string path = directory + "/sweep.json";
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(path, 0, 0,
+                     std::string("cannot open (not a sweep directory?): ") + std::strerror(errno));
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    if (j.value("format", std::string()) != "dqntrader sweep 1")
+      throw InputError(path, 0, 0, "not a sweep plan of this dqntrader");
+    SweepPlan plan;
+    plan.directory = directory;
+    plan.base = j.at("base");
+    plan.space = space_from_json(j.at("space"), path);
+    plan.most = j.at("population_size").get<std::size_t>();
+    for (const auto& c : j.at("combinations")) {
+      Combination combination;
+      for (const Axis& a : plan.space.axes)
+        combination.values.push_back({a.setting, c.at(a.setting).get<std::string>()});
+      plan.combinations.push_back(combination);
+    }
+    for (const auto& m : j.at("members")) {
+      MemberPlan member;
+      member.id = m.at("id").get<std::size_t>();
+      member.combination = m.at("combination").get<std::size_t>();
+      member.seed = m.at("seed").get<std::uint64_t>();
+      member.population = m.at("population").get<std::size_t>();
+      member.run = m.at("run").get<std::string>();
+      member.result = member_result_from_json(m.at("result"));
+      plan.members.push_back(member);
+    }
+    for (const auto& p : j.at("populations")) {
+      PopulationPlan population;
+      population.id = p.at("id").get<std::size_t>();
+      population.members = p.at("members").get<std::vector<std::size_t>>();
+      population.checkpoints = p.at("checkpoints").get<std::string>();
+      population.finished = p.at("finished").get<bool>();
+      plan.populations.push_back(population);
+    }
+    return plan;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path, 0, 0, std::string("not a valid sweep plan: ") + e.what());
+  }
+}
+
+}  // namespace dqntrader::sweep

@@ -1,0 +1,83 @@
+// A sweep's plan, kept in DIR/sweep.json: the shared settings, the space, every member (a
+// combination of the space's values and a seed) with its run directory, the populations the
+// members are trained in (members that share every setting but their own, at most a given
+// number together) and, as populations finish, each member's status and results.
+//
+//   DIR/sweep.json                 this plan
+//   DIR/members/m-<id>/            each member's run directory (the format of dqntrader train)
+//   DIR/populations/p-<id>/        each population's checkpoints (for --resume)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dqntrader/sweep/search_space.hpp"
+#include "dqntrader/train/train_config.hpp"
+#include "dqntrader/train/training_run.hpp"
+
+namespace dqntrader::sweep {
+
+/// What a member's run came to, once its population has finished.
+struct MemberResult {
+  std::string status = "pending";  // pending, finished, stopped early, failed
+  std::size_t epochs = 0, best_epoch = 0;
+  double validation_sharpe = 0;  // of its best epoch (mean over the validation windows)
+  double last_sharpe = 0;        // of its last epoch
+  nlohmann::json best = nlohmann::json::object();  // its best epoch's validation metrics
+  std::string failure;
+};
+
+struct MemberPlan {
+  std::size_t id = 0, combination = 0, population = 0;
+  std::uint64_t seed = 1;
+  std::string run;  // its run directory, relative to the sweep's
+  MemberResult result;
+};
+
+struct PopulationPlan {
+  std::size_t id = 0;
+  std::vector<std::size_t> members;
+  std::string checkpoints;  // relative to the sweep's directory
+  bool finished = false;
+};
+
+struct SweepPlan {
+  std::string directory;
+  nlohmann::json base;  // every shared setting (settings_json)
+  SearchSpace space;
+  std::vector<Combination> combinations;
+  std::vector<MemberPlan> members;
+  std::vector<PopulationPlan> populations;
+  std::size_t most = 1;  // members per population at most
+};
+
+/// The bytes one member of base's shape takes on the device (parameters, optimizer, guard,
+/// replay ring, activations, evaluation), for a network of `features` features: what sizes
+/// the default population.
+std::size_t member_bytes(const train::TrainConfig& base, std::size_t features);
+
+/// Plans a sweep of every combination of space times every seed (the base's seed when it
+/// lists none) into directory, members grouped by every setting but their own into
+/// populations of at most `most`. InputError when a member's settings are invalid or members
+/// of one population cannot train together (naming the setting).
+SweepPlan make_plan(const train::TrainConfig& base, const SearchSpace& space,
+                    const std::string& directory, std::size_t most);
+
+/// Member m's settings.
+train::TrainConfig member_config(const SweepPlan& plan, std::size_t member);
+
+/// Writes DIR/sweep.json atomically; reads it back (InputError naming the file).
+void write_plan(const SweepPlan& plan);
+SweepPlan read_plan(const std::string& directory);
+
+/// What a population's run gives its members' entries in the plan.
+MemberResult member_result(const train::RunResult& result);
+
+/// A member's result as JSON (what sweep.json keeps, and what a rank sends), and back.
+nlohmann::json to_json(const MemberResult& result);
+MemberResult member_result_from_json(const nlohmann::json& json);
+
+}  // namespace dqntrader::sweep

@@ -1,0 +1,125 @@
+#include "dqntrader/sweep/sweep_run.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "dqntrader/sweep/leaderboard.hpp"
+#include "dqntrader/train/training_run.hpp"
+
+namespace dqntrader::sweep {
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  if (!std::isfinite(v))
+    return "nan";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
+  return buffer;
+}
+
+}  // namespace
+
+std::vector<MemberResult> run_planned_population(
+    const ExecSpace& space, const SweepPlan& plan, std::size_t p,
+    const std::function<void(std::size_t, std::size_t)>& on_epoch) {
+  const PopulationPlan& population = plan.populations.at(p);
+  std::vector<train::TrainConfig> members;
+  for (std::size_t id : population.members)
+    members.push_back(member_config(plan, id));
+  train::PopulationOptions options;
+  options.checkpoints = plan.directory + "/" + population.checkpoints;
+  options.member_lines = false;
+  options.quiet = true;
+  options.on_epoch = on_epoch;
+  train::ResumeOptions resume;
+  resume.resume = !train::checkpoint_paths(options.checkpoints).empty();
+  std::ostringstream log;
+  const std::vector<train::RunResult> results =
+      train::run_population(space, members, options, log, resume);
+  std::vector<MemberResult> out;
+  for (const train::RunResult& r : results)
+    out.push_back(member_result(r));
+  return out;
+}
+
+void record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results) {
+  PopulationPlan& population = plan.populations.at(p);
+  for (std::size_t i = 0; i < population.members.size(); ++i)
+    plan.members.at(population.members[i]).result = results.at(i);
+  population.finished = true;
+}
+
+std::string population_line(const SweepPlan& plan, std::size_t p, double seconds) {
+  const PopulationPlan& population = plan.populations.at(p);
+  std::size_t finished = 0, stopped = 0, failed = 0, best = population.members.front();
+  for (std::size_t id : population.members) {
+    const MemberResult& r = plan.members[id].result;
+    finished += r.status == "finished" ? 1 : 0;
+    stopped += r.status == "stopped early" ? 1 : 0;
+    failed += r.status == "failed" ? 1 : 0;
+    const double s = r.validation_sharpe, b = plan.members[best].result.validation_sharpe;
+    if (std::isfinite(s) && (!std::isfinite(b) || s > b))
+      best = id;
+  }
+  std::size_t done = 0, members_done = 0;
+  for (const PopulationPlan& q : plan.populations) {
+    done += q.finished ? 1 : 0;
+    members_done += q.finished ? q.members.size() : 0;
+  }
+  std::ostringstream line;
+  line << "population " << p + 1 << " of " << plan.populations.size() << " ("
+       << population.members.size() << " members: " << finished << " finished";
+  if (stopped > 0)
+    line << ", " << stopped << " stopped early";
+  if (failed > 0)
+    line << ", " << failed << " failed";
+  line << "); best validation Sharpe " << fixed(plan.members[best].result.validation_sharpe, 3)
+       << " (" << plan.members[best].run << "); " << fixed(seconds, 1) << " s; sweep "
+       << members_done << "/" << plan.members.size() << " members, " << done << "/"
+       << plan.populations.size() << " populations";
+  return line.str();
+}
+
+void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log) {
+  const bool terminal = ::isatty(STDERR_FILENO) != 0 && &log == &std::cerr;
+  std::size_t members_done = 0;
+  for (const PopulationPlan& q : plan.populations)
+    members_done += q.finished ? q.members.size() : 0;
+  for (std::size_t p = 0; p < plan.populations.size(); ++p) {
+    if (plan.populations[p].finished)
+      continue;
+    const auto start = std::chrono::steady_clock::now();
+    const std::size_t size = plan.populations[p].members.size();
+    auto bar = [&](std::size_t epoch, std::size_t epochs) {
+      if (!terminal)
+        return;
+      const double share = (static_cast<double>(members_done) +
+                            static_cast<double>(size) * epoch / std::max<std::size_t>(epochs, 1)) /
+                           static_cast<double>(plan.members.size());
+      const int width = 30, filled = static_cast<int>(share * width);
+      log << "\r\033[K[" << std::string(filled, '#') << std::string(width - filled, '.') << "] "
+          << static_cast<int>(100 * share) << "%  population " << p + 1 << "/"
+          << plan.populations.size() << ", epoch " << epoch << "/" << epochs << std::flush;
+    };
+    bar(0, 1);
+    const std::vector<MemberResult> results = run_planned_population(space, plan, p, bar);
+    record(plan, p, results);
+    write_plan(plan);
+    members_done += size;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (terminal)
+      log << "\r\033[K";
+    log << population_line(plan, p, seconds) << "\n";
+  }
+  write_leaderboards(plan);
+}
+
+}  // namespace dqntrader::sweep

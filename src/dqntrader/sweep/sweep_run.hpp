@@ -1,0 +1,37 @@
+// Running a sweep's plan: its populations one after another on one device (or, with MPI,
+// handed out to ranks: dist/), each member's results recorded in sweep.json as its population
+// finishes, and the leaderboards at the end. A population that has checkpoints continues from
+// its newest; a finished one is not run again.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/sweep/sweep_plan.hpp"
+
+namespace dqntrader::sweep {
+
+/// Trains population p of plan (continuing from its checkpoints when it has any) and returns
+/// its members' results, in the population's member order. Writes only the members' run
+/// directories and the population's checkpoints; on_epoch (if given) after each epoch.
+std::vector<MemberResult> run_planned_population(
+    const ExecSpace& space, const SweepPlan& plan, std::size_t p,
+    const std::function<void(std::size_t epoch, std::size_t epochs)>& on_epoch = {});
+
+/// Records population p's results in plan (its members' entries; the population finished).
+void record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results);
+
+/// One line about a finished population: its members, how they ended, its best member and
+/// the seconds it took.
+std::string population_line(const SweepPlan& plan, std::size_t p, double seconds);
+
+/// Runs every population of plan that has not finished, in order, on space: sweep.json after
+/// each, the leaderboards at the end; a progress bar on a terminal (log being std::cerr) and
+/// one line per finished population to log.
+void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log);
+
+}  // namespace dqntrader::sweep

@@ -1,0 +1,306 @@
+// dqntrader sweep as a user runs it: a grid of settings times seeds, its populations, its
+// leaderboards against the members' own records, a sweep killed inside a population and
+// resumed, and bad specifications refused before anything is written.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dqntrader/sweep/search_space.hpp"
+#include "dqntrader/train/train_config.hpp"
+#include "dqntrader/train/training_run.hpp"
+#include "test_support.hpp"
+
+namespace dqntrader {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+nlohmann::json json_file(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+struct Result {
+  int code;
+  std::string err;
+};
+
+class Sweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = fs::temp_directory_path() / ("dqntrader-sweep-" + std::to_string(testing::test_seed()));
+    fs::create_directories(m_dir);
+    EXPECT_EQ(run("synth --bars 3000 --seed 4 --out " + path("bars.dqnbars")).code, 0);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+
+  std::string path(const std::string& name) const { return (m_dir / name).string(); }
+
+  Result run(const std::string& arguments, const std::string& environment = "") const {
+    const std::string err = path("stderr.txt");
+    const std::string command = environment + " " + std::string(DQNTRADER_CLI_PATH) + " " +
+                                arguments + " >/dev/null 2>" + err;
+    const int status = std::system(command.c_str());
+    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(err)};
+  }
+
+  // A 2 x 2 grid of a member's settings and a population setting, two seeds: eight members in
+  // populations of at most three.
+  std::string grid(const std::string& out) const {
+    return "sweep --data " + path("bars.dqnbars") + " --out " + path(out) +
+           " --epochs 3 --steps-per-epoch 60 --learning-starts 256 --environments 16 "
+           "--batch-size 32 --replay-capacity 4096 --probe-batch 32 --seeds 1-2 "
+           "--set learning-rate=1e-4,1e-3 --set hidden=16,8/8 --population 3";
+  }
+
+  fs::path m_dir;
+};
+
+// Every member's row in the leaderboards holds what its own run directory recorded, the rows
+// are ranked by it, and each combination's row aggregates its seeds' rows.
+TEST_F(Sweep, AGridTimesSeedsRanksTheMembersAsTheirRunsRecordedThem) {
+  const Result r = run(grid("sweep"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json plan = json_file(m_dir / "sweep" / "sweep.json");
+  ASSERT_EQ(plan["members"].size(), 8u);
+  // Members of one hidden shape share populations: 4 of each shape in populations of 3 and 1.
+  ASSERT_EQ(plan["populations"].size(), 4u);
+  for (const auto& p : plan["populations"]) {
+    EXPECT_TRUE(p["finished"].get<bool>());
+    std::set<std::string> shapes;
+    for (std::size_t id : p["members"].get<std::vector<std::size_t>>()) {
+      const nlohmann::json config = json_file(
+          m_dir / "sweep" / plan["members"][id]["run"].get<std::string>() / "config.json");
+      shapes.insert(config["hidden"].dump());
+    }
+    EXPECT_EQ(shapes.size(), 1u) << "a population has one shape";
+  }
+  const nlohmann::json board = json_file(m_dir / "sweep" / "leaderboard.json");
+  ASSERT_EQ(board["members"].size(), 8u);
+  double previous = std::numeric_limits<double>::infinity();
+  for (const auto& row : board["members"]) {
+    const fs::path run_dir = m_dir / "sweep" / row["run"].get<std::string>();
+    const nlohmann::json final_metrics = json_file(run_dir / "final_metrics.json");
+    const nlohmann::json config = json_file(run_dir / "config.json");
+    EXPECT_EQ(row["status"], "finished");
+    EXPECT_EQ(config["seed"], row["seed"]);
+    for (const auto& [name, value] : row["settings"].items()) {
+      train::TrainConfig expected;
+      std::vector<train::Setting> all = train::settings(expected);
+      for (train::Setting& s : all) {
+        if (s.name == name) {
+          std::string text = value.get<std::string>();
+          std::replace(text.begin(), text.end(), '/', ',');
+          s.set(text);
+          EXPECT_EQ(nlohmann::json::parse(train::settings_json(expected))[name], config[name])
+              << name;
+        }
+      }
+    }
+    for (const auto& [key, value] : row["validation"].items())
+      EXPECT_EQ(value, final_metrics[key]) << key;
+    // The best epoch's validation Sharpe, as metrics.jsonl recorded it.
+    std::ifstream metrics(run_dir / "metrics.jsonl");
+    std::string line;
+    double best = -std::numeric_limits<double>::infinity();
+    std::size_t best_epoch = 0;
+    while (std::getline(metrics, line)) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      if (record["best"].get<bool>()) {
+        best = record["validation_sharpe"].get<double>();
+        best_epoch = record["epoch"].get<std::size_t>();
+      }
+    }
+    EXPECT_EQ(row["validation_sharpe"].get<double>(), best);
+    EXPECT_EQ(row["best_epoch"].get<std::size_t>(), best_epoch);
+    EXPECT_LE(best, previous) << "ranked best first";
+    previous = best;
+  }
+  ASSERT_EQ(board["combinations"].size(), 4u);
+  for (const auto& c : board["combinations"]) {
+    std::vector<double> sharpes;
+    for (const auto& row : board["members"]) {
+      if (row["combination"] == c["combination"])
+        sharpes.push_back(row["validation_sharpe"].get<double>());
+    }
+    ASSERT_EQ(sharpes.size(), 2u);
+    const double mean = (sharpes[0] + sharpes[1]) / 2;
+    const double stdev = std::fabs(sharpes[0] - sharpes[1]) / std::sqrt(2.0);
+    EXPECT_NEAR(c["validation_sharpe_mean"].get<double>(), mean, 1e-12);
+    EXPECT_NEAR(c["validation_sharpe_std"].get<double>(), stdev, 1e-12);
+    EXPECT_EQ(c["validation_sharpe_min"].get<double>(), std::min(sharpes[0], sharpes[1]));
+  }
+  // The CSV holds the same rows: a header, eight members, four combinations.
+  std::istringstream csv(slurp(m_dir / "sweep" / "leaderboard.csv"));
+  std::string line;
+  std::size_t members = 0, combinations = 0;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("row,rank,member,combination,seed,status,learning-rate,hidden,", 0), 0u)
+      << line;
+  while (std::getline(csv, line)) {
+    members += line.rfind("member,", 0) == 0 ? 1 : 0;
+    combinations += line.rfind("combination,", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(members, 8u);
+  EXPECT_EQ(combinations, 4u);
+  // A sweep directory is not planned over twice.
+  const Result again = run(grid("sweep"));
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.err.find("--resume"), std::string::npos) << again.err;
+}
+
+// A sweep killed while a population writes a checkpoint, then resumed, ends bitwise where an
+// uninterrupted sweep ends; the populations that had finished are not run again.
+TEST_F(Sweep, AKilledSweepResumesBitwise) {
+  ASSERT_EQ(run(grid("straight")).code, 0);
+  // The process stops itself at the rename of population 2's second checkpoint (the first
+  // population has finished by then), and is killed there.
+  const pid_t child = fork();
+  if (child == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    const std::string command =
+        "exec env LD_PRELOAD=" + std::string(DQNTRADER_FAILING_IO) +
+        " ASAN_OPTIONS=verify_asan_link_order=0 DQNTRADER_STOP_PATH=p-001/checkpoint-"
+        " DQNTRADER_STOP_OP=rename DQNTRADER_STOP_AFTER=1 " +
+        std::string(DQNTRADER_CLI_PATH) + " " + grid("killed");
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (waitpid(child, &status, WUNTRACED | WNOHANG) == 0 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  kill(child, SIGKILL);
+  ASSERT_TRUE(WIFSTOPPED(status)) << "the sweep did not stop where it was meant to";
+  waitpid(child, &status, 0);
+  const nlohmann::json interrupted = json_file(m_dir / "killed" / "sweep.json");
+  ASSERT_TRUE(interrupted["populations"][0]["finished"].get<bool>());
+  ASSERT_FALSE(interrupted["populations"][1]["finished"].get<bool>());
+  const fs::path first_run = m_dir / "killed" / "members" / "m-0000" / "metrics.jsonl";
+  const auto first_written = fs::last_write_time(first_run);
+  const Result resumed = run("sweep --resume " + path("killed"));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(fs::last_write_time(first_run), first_written)
+      << "a population that had finished ran again";
+  EXPECT_EQ(json_file(m_dir / "killed" / "leaderboard.json"),
+            json_file(m_dir / "straight" / "leaderboard.json"));
+  for (std::size_t m = 0; m < 8; ++m) {
+    char name[16];
+    std::snprintf(name, sizeof name, "m-%04zu", m);
+    for (const char* file : {"metrics.jsonl", "best.dqnpolicy", "last.dqnpolicy",
+                             "final_metrics.json", "baselines.json"}) {
+      EXPECT_EQ(slurp(m_dir / "killed" / "members" / name / file),
+                slurp(m_dir / "straight" / "members" / name / file))
+          << name << "/" << file;
+    }
+  }
+  // --resume takes nothing else.
+  EXPECT_EQ(run("sweep --resume " + path("killed") + " --epochs 4").code, 2);
+}
+
+// Bad specifications exit 2, name the argument, and leave no sweep behind.
+TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
+  const std::string base = "sweep --data " + path("bars.dqnbars") + " --out " + path("bad") +
+                           " --epochs 1 --steps-per-epoch 10 --learning-starts 128 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"--set gamma=0.9,0.99 --set learnig-rate=1e-4", "--set learnig-rate: unknown setting"},
+      {"--set hidden=16:64 --random 3", "--set hidden: this setting fixes a population's shapes"},
+      {"--set gamma=", "--set 'gamma=': an empty list of values"},
+      {"--set gamma=0.9,,0.99", "an empty value in the list"},
+      {"--set gamma=0.99:0.9 --random 2", "the range's low end must lie below its high end"},
+      {"--set gamma=low:high --random 2", "a range is LO:HI or LO:HI:log"},
+      {"--set gamma=0.9:0.99", "--set gamma: a range needs --random N"},
+      {"--set gamma=0.9,2", "--set gamma: value 2: gamma must lie in [0, 1]"},
+      {"--set seed=1,2", "--set seed: the seeds are given with --seeds"},
+      {"--set cost=0,0.001", "--set cost: every member of a sweep shares this setting"},
+      {"--seeds 3-1", "--seeds '3-1'"},
+      {"--set probe-interval=10,20", "setting probe-interval"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    SCOPED_TRACE(arguments);
+    const Result r = run(base + arguments);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(m_dir / "bad" / "sweep.json"));
+  }
+  EXPECT_EQ(run("sweep --out " + path("nodata") + " --set gamma=0.9").code, 2);
+  std::ofstream(path("space.json")) << "{\"set\": {\"gamma\": []}}";
+  const Result empty = run(base + "--space " + path("space.json"));
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_NE(empty.err.find(path("space.json")), std::string::npos) << empty.err;
+  EXPECT_NE(empty.err.find("an empty list"), std::string::npos) << empty.err;
+}
+
+// The same space from a file: a grid and random draws, seeded.
+TEST(SearchSpace, AFileGivesTheSameSpaceAndDrawsAreSeeded) {
+  const fs::path file = fs::temp_directory_path() /
+                        ("dqntrader-space-" + std::to_string(testing::test_seed()) + ".json");
+  std::ofstream(file) << R"({"seeds": "1-3", "random": 50, "random_seed": 7,
+    "set": {"learning-rate": {"low": 1e-5, "high": 1e-2, "log": true},
+            "hidden": [[64, 64], [128]], "n-step": {"low": 1, "high": 5}},
+    "base": {"epochs": 2}})";
+  const sweep::SearchSpace space = sweep::read_space(file.string());
+  fs::remove(file);
+  EXPECT_EQ(space.seeds, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(space.base["epochs"], 2);
+  ASSERT_EQ(space.axes.size(), 3u);
+  const auto axis = [&](const std::string& name) {
+    for (std::size_t i = 0; i < space.axes.size(); ++i) {
+      if (space.axes[i].setting == name)
+        return i;
+    }
+    ADD_FAILURE() << "no axis " << name;
+    return std::size_t{0};
+  };
+  EXPECT_EQ(space.axes[axis("hidden")].values, (std::vector<std::string>{"64/64", "128"}));
+  EXPECT_TRUE(space.axes[axis("learning-rate")].range && space.axes[axis("learning-rate")].log);
+  const std::vector<sweep::Combination> a = sweep::combinations(space);
+  const std::vector<sweep::Combination> b = sweep::combinations(space);
+  ASSERT_EQ(a.size(), 50u);
+  double lowest = 1, highest = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].values, b[i].values) << "the same seed draws the same";
+    const double lr = std::stod(a[i].values[axis("learning-rate")].second);
+    EXPECT_GE(lr, 1e-5);
+    EXPECT_LE(lr, 1e-2);
+    lowest = std::min(lowest, lr);
+    highest = std::max(highest, lr);
+    const train::TrainConfig c = sweep::apply(train::TrainConfig{}, a[i], 1);
+    EXPECT_GE(c.n_step, 1);  // a whole number in [1, 5]
+    EXPECT_LE(c.n_step, 5);
+    EXPECT_TRUE(c.hidden == (std::vector<std::size_t>{64, 64}) ||
+                c.hidden == (std::vector<std::size_t>{128}));
+  }
+  EXPECT_LT(lowest, 1e-4) << "log-uniform: small values are drawn";
+  EXPECT_GT(highest, 1e-3);
+  EXPECT_NO_THROW(sweep::check(space, train::TrainConfig{}));
+}
+
+}  // namespace
+}  // namespace dqntrader
