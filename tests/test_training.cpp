@@ -1037,48 +1037,47 @@ TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
 
 // --- learning, for real ------------------------------------------------------------------------
 
-// On the synthetic market the next bar's return is predictable from ofi (correlation 0.3);
-// an agent that learns it beats every baseline that ignores it. The threshold: validation
-// Sharpe at least 1 above the best of buy-and-hold, flat (0: no variance, no return) and a
-// random policy on the same window, for each of three seeds. Sign-of-ofi, the signal itself,
-// reaches about 2.4 on this data; buy-and-hold and random policies stay near or below 0.5.
-TEST(Learning, BeatsBuyAndHoldFlatAndRandomOnSeveralSeeds) {
+// On the built-in market the next bar's return is predictable from ofi (correlation 0.3);
+// the rule sign-of-ofi, long when the bar's ofi is positive and short when negative, knows
+// that signal. With the train defaults, an agent of each seed must reach at least 95% of the
+// rule's validation Sharpe at its last epoch, with its best epoch in the second half of the
+// run (it improves with training), and beat buy-and-hold and a random policy by at least 1.
+// The baselines are computed here, in double, by the oracle, from the window's bars (the
+// settings' study, docs/BENCHMARKS.md, found 8 of 8 seeds meeting the 95%; three run here).
+TEST(Learning, TheDefaultsReachTheSignOfOfiRuleAndImproveWithTraining) {
   exec::StreamSpace stream;
-  for (std::uint64_t seed : {11u, 22u, 33u}) {
+  for (std::uint64_t seed : {1u, 4u, 7u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     train::TrainConfig config;
     config.seed = seed;
-    config.synth_bars = 8000;
-    config.epochs = 3;
-    config.steps_per_epoch = 300;
-    config.hidden = {64, 64};
-    config.probe_interval = 100;
-    data::SynthConfig synth;
-    synth.bars = config.synth_bars;
-    synth.seed = seed;
-    const data::Bars bars = data::generate_bars(synth);
-    train::DqnTrainer trainer(stream.space(), config, bars);
-    double best = -1e9;
+    const train::RunData run = train::load_run_data(config);
+    train::DqnTrainer trainer(stream.space(), config, run.bars);
+    std::vector<double> sharpe;
     for (std::size_t e = 0; e < config.epochs; ++e)
-      best = std::max(best, trainer.run_epoch().front().validation_sharpe);
+      sharpe.push_back(trainer.run_epoch().front().validation_sharpe);
+    const std::size_t best_epoch =
+        static_cast<std::size_t>(std::max_element(sharpe.begin(), sharpe.end()) - sharpe.begin());
 
     const auto [begin, end] = trainer.validation_window();
-    eval::BacktestConfig backtest;
-    const auto close = upload(bars.close);
-    eval::PathEvaluator evaluator(stream.space(), close, backtest, end - begin - 1);
-    std::vector<double> baselines;
-    for (int policy = 0; policy < 3; ++policy) {
-      std::vector<std::int8_t> path(end - begin - 1);
-      std::mt19937_64 rng(seed);
-      for (auto& p : path)
-        p = static_cast<std::int8_t>(policy == 0 ? 2 : policy == 1 ? 1 : rng() % 3);
-      const double sharpe = evaluator.evaluate(begin, upload(path)).sharpe;
-      baselines.push_back(std::isnan(sharpe) ? 0.0 : sharpe);
+    const std::vector<double> close(run.bars.close.begin() + begin, run.bars.close.begin() + end);
+    const std::size_t n = end - begin - 1;
+    std::vector<double> rule(n), held(n, 1.0), random(n);
+    std::mt19937_64 rng(seed);
+    for (std::size_t t = 0; t < n; ++t) {
+      rule[t] = oracle::sign(run.bars.ofi[begin + t]);
+      random[t] = static_cast<double>(static_cast<int>(rng() % 3) - 1);
     }
-    const double best_baseline = *std::max_element(baselines.begin(), baselines.end());
-    RecordProperty("sharpe_seed_" + std::to_string(seed), std::to_string(best));
-    EXPECT_GT(best, best_baseline + 1.0)
-        << "agent " << best << ", buy-and-hold " << baselines[0] << ", random " << baselines[2];
+    const auto oracle_sharpe = [&](const std::vector<double>& p) {
+      return oracle::metrics(close, p, config.cost, config.bars_per_year, config.risk_free).sharpe;
+    };
+    const double rule_sharpe = oracle_sharpe(rule);
+    std::ostringstream epochs;
+    for (double v : sharpe)
+      epochs << " " << v;
+    RecordProperty("sharpe_seed_" + std::to_string(seed), std::to_string(sharpe.back()));
+    EXPECT_GE(sharpe.back(), 0.95 * rule_sharpe) << "per epoch:" << epochs.str();
+    EXPECT_GE(best_epoch, config.epochs / 2) << "per epoch:" << epochs.str();
+    EXPECT_GT(sharpe.back(), std::max(oracle_sharpe(held), oracle_sharpe(random)) + 1.0);
   }
 }
 

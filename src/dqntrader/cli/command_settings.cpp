@@ -32,13 +32,20 @@ std::string metrics_table() {
 
 std::string settings_table() {
   train::TrainConfig defaults;
-  std::string table = "| setting | default | meaning |\n|---|---|---|\n";
+  // In a sweep (dqntrader sweep --set): a member's own setting, one that forms a population
+  // of each value, or one every member shares.
+  std::string table = "| setting | default | in a sweep | meaning |\n|---|---|---|---|\n";
   for (const train::Setting& s : train::settings(defaults)) {
     const std::string value = s.get();
     const std::string shown = !s.documented_default.empty() ? s.documented_default
                               : value.empty()               ? "(empty)"
                                                             : "`" + value + "`";
-    table += "| `--" + s.name + "` | " + shown + " | " + s.help + " |\n";
+    const std::string scope = train::setting_scope(s.name);
+    const std::string sweep = s.name == "seed"        ? "`--seeds`"
+                              : scope == "member"     ? "per member"
+                              : scope == "population" ? "per population"
+                                                      : "shared";
+    table += "| `--" + s.name + "` | " + shown + " | " + sweep + " | " + s.help + " |\n";
   }
   return table;
 }

@@ -215,7 +215,7 @@ std::vector<Setting> settings(TrainConfig& c) {
       number("seed", "seed of every random choice (data, initialisation, exploration, sampling)",
              c.seed),
       string("out", "run directory", c.out),
-      number("checkpoints", "checkpoints kept in the run directory besides the best one",
+      number("checkpoints", "newest checkpoints kept in the run directory (for --resume)",
              c.checkpoints),
       number("fault-budget",
              "consecutive skipped steps or guard restores after which the run stops with "

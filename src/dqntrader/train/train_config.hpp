@@ -21,7 +21,7 @@ struct TrainConfig {
   std::string data;                // bar file; empty: the built-in synthetic market
   std::string val_data;            // separate validation file; empty: the tail of data
   double val_fraction = 0.25;      // share of the bars held out for validation
-  std::size_t synth_bars = 12000;  // size of the built-in market
+  std::size_t synth_bars = 400000;  // size of the built-in market
   std::vector<std::string> feature_columns, feature_prefixes;
   int return_window = 16, volatility_window = 16, ofi_window = 4;
   // network
@@ -30,7 +30,7 @@ struct TrainConfig {
   Precision precision = default_precision();
   // the learning algorithm
   std::size_t epochs = 8;
-  std::size_t steps_per_epoch = 400;
+  std::size_t steps_per_epoch = 1000;
   std::size_t batch_size = 256;
   std::size_t environments = 64;
   std::size_t episode_length = 256;
@@ -46,7 +46,7 @@ struct TrainConfig {
   double reward_scale = 100.0;
   // optimizer
   double learning_rate = 5e-4;
-  std::string lr_schedule = "constant";  // constant, linear or cosine (to lr_final_fraction)
+  std::string lr_schedule = "cosine";  // constant, linear or cosine (to lr_final_fraction)
   double lr_final_fraction = 0.1;
   double weight_decay = 0.0;
   double clip_norm = 10.0;
@@ -72,7 +72,7 @@ struct TrainConfig {
   // the run
   std::uint64_t seed = 1;
   std::string out = "runs/latest";
-  std::size_t checkpoints = 3;    // checkpoints kept besides the best one
+  std::size_t checkpoints = 3;    // newest checkpoints kept
   std::size_t fault_budget = 20;  // consecutive skipped steps or guard restores that stop the run
   std::string inject_fault;  // "kind@epoch": NaN into batch, gradient, weight or price (testing)
 
