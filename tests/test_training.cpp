@@ -191,7 +191,9 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   const auto device_parameters = upload(parameters);
   const nn::Weights<float> weights{device_parameters, device_parameters};
   MatrixBatch<float> q("test::q", 1, rows, spec.actions);
-  net.forward(space, weights, nn::batch_of_one(with_ones_column(states)), rows, q);
+  // The network keeps a view of the states it was given for backward(): they must outlive it.
+  const StridedMatrix<float> states_with_ones = with_ones_column(states);
+  net.forward(space, weights, nn::batch_of_one(states_with_ones), rows, q);
   Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
   write_output_gradient(space, net.output_gradient(rows, nn::Gradients{grads}), w);
   const exec::SideStream side;
@@ -218,6 +220,7 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   std::vector<double> theta(parameters.begin(), parameters.end());
   const std::vector<double> f64(features.begin(), features.end()), w64(w.begin(), w.end());
   double worst = 0.0, scale = 0.0;
+  std::size_t worst_at = 0;
   for (std::size_t i = 0; i < theta.size(); ++i) {
     const double h = 1e-6;
     const double saved = theta[i];
@@ -227,11 +230,23 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
     const double down = weighted_q(reference, theta, f64, incoming, w64);
     theta[i] = saved;
     const double expected = (up - down) / (2 * h);
-    worst = std::max(worst, std::fabs(got[i] - expected));
+    if (std::fabs(got[i] - expected) > worst) {
+      worst = std::fabs(got[i] - expected);
+      worst_at = i;
+    }
     scale = std::max(scale, std::fabs(expected));
   }
+  // Where the worst difference lies: the tensor and its element.
+  std::string where;
+  for (std::size_t l = 0; l < layout.layers(); ++l) {
+    for (const nn::Tensor* t : {&layout.weight(l), &layout.bias(l)}) {
+      if (worst_at >= t->offset && worst_at < t->offset + t->size())
+        where = t->name + "[" + std::to_string(worst_at - t->offset) + "]";
+    }
+  }
   // The library computes in float: errors of a few float roundings of the largest terms.
-  EXPECT_LT(worst, 1e-4 * scale) << "worst " << worst << " of scale " << scale;
+  EXPECT_LT(worst, 1e-4 * scale) << "worst " << worst << " of scale " << scale << " at " << where
+                                 << ": " << got[worst_at];
 }
 
 // The head passes hold one sum per head output in registers: at most kMaxHeadWidth outputs.
@@ -264,7 +279,8 @@ TEST(Mlp, BackwardRefusesStatesWithoutTheColumnOfOnes) {
   const exec::SideStream side;
   net.forward(space, weights, nn::batch_of_one(StridedMatrix<const float>(states)), rows, q);
   EXPECT_THROW(net.backward(space, side, weights, rows, nn::Gradients{grads}), InputError);
-  net.forward(space, weights, nn::batch_of_one(with_ones_column(states)), rows, q);
+  const StridedMatrix<float> states_with_ones = with_ones_column(states);
+  net.forward(space, weights, nn::batch_of_one(states_with_ones), rows, q);
   EXPECT_NO_THROW(net.backward(space, side, weights, rows, nn::Gradients{grads}));
 }
 

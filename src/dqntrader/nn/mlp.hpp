@@ -265,8 +265,8 @@ class Mlp {
 
   /// q(k, r, a) = Q_k(states(k, r))[a] for the w.count networks of w and the first rows
   /// states of each (states: batch extent 1, shared by every network, or w.count; rows x
-  /// state_size, in T). Keeps the activations (and a reference to states) for backward(),
-  /// whose learners are these networks.
+  /// state_size, in T). Keeps the activations and a view of states for backward(), whose
+  /// learners are these networks: states must outlive the backward pass.
   void forward(const ExecSpace& space, const Weights<T>& w,
                const gemm::StridedBatch<const T>& states, std::size_t rows,
                const gemm::StridedBatch<float>& q);

@@ -93,7 +93,7 @@ template <class T>
 gemm::StridedBatch<T> rows_of(const gemm::StridedBatch<T>& m, std::size_t first,
                               std::size_t count) {
   return gemm::StridedBatch<T>(
-      &m(0, first, 0),
+      m.data() + first * m.stride(1),
       Kokkos::LayoutStride(m.extent(0), m.stride(0), count, m.stride(1), m.extent(2), 1));
 }
 
