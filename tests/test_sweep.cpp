@@ -166,6 +166,51 @@ TEST_F(Sweep, AGridTimesSeedsRanksTheMembersAsTheirRunsRecordedThem) {
   }
   EXPECT_EQ(members, 8u);
   EXPECT_EQ(combinations, 4u);
+  // Its report: every member's validation Sharpe over its epochs, a scatter per swept
+  // setting (numbers on a numeric axis, network shapes as categories), the best member against
+  // buy-and-hold and the leaderboard's rows in its order.
+  ASSERT_EQ(run("report " + path("sweep")).code, 0);
+  const std::string html = slurp(m_dir / "sweep" / "report.html");
+  const auto figure = [&](const std::string& id) {
+    const auto a = html.find("<figure class=\"chart\" id=\"chart-" + id + "\">");
+    const auto b = html.find("</figure>", a);
+    EXPECT_NE(a, std::string::npos) << id;
+    return a == std::string::npos ? std::string() : html.substr(a, b - a);
+  };
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  const std::string curves = figure("member-sharpe");
+  EXPECT_EQ(count(curves, "<path class=\"series\""), 8u);
+  for (const auto& row : board["members"]) {
+    const std::string member = row["run"].get<std::string>().substr(8);  // members/m-0000
+    // Three epochs: a move and two lines.
+    const auto at = curves.find("data-series=\"" + member + "\"");
+    ASSERT_NE(at, std::string::npos) << member;
+    const std::string d = curves.substr(at, curves.find("/>", at) - at);
+    EXPECT_EQ(count(d, " L"), 2u) << d;
+  }
+  const std::string rates = figure("setting-learning-rate");
+  EXPECT_EQ(count(rates, "<circle class=\"point\""), 8u);
+  const std::string shapes = figure("setting-hidden");
+  EXPECT_EQ(count(shapes, "<circle class=\"point\""), 8u);
+  EXPECT_NE(shapes.find(">16</text>"), std::string::npos);
+  EXPECT_NE(shapes.find(">8/8</text>"), std::string::npos);
+  const std::string equity = figure("best-equity");
+  EXPECT_NE(equity.find("data-series=\"best member\""), std::string::npos);
+  EXPECT_NE(equity.find("data-series=\"buy-and-hold\""), std::string::npos);
+  std::size_t previous_row = 0;
+  for (const auto& row : board["members"]) {
+    const std::string member = row["run"].get<std::string>().substr(8);
+    const auto at = html.find("<tr data-member=\"" + member + "\">");
+    ASSERT_NE(at, std::string::npos) << member;
+    EXPECT_GT(at, previous_row) << "the table keeps the leaderboard's order";
+    previous_row = at;
+  }
+  EXPECT_EQ(count(html, "<tr data-rank="), 4u);
   // A sweep directory is not planned over twice.
   const Result again = run(grid("sweep"));
   EXPECT_EQ(again.code, 2);

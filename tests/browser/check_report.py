@@ -3,6 +3,10 @@
 
 Usage:
     python3 tests/browser/check_report.py REPORT.html --screenshot OUT.png [--browser PATH]
+        [--sweep]
+
+--sweep checks a sweep report (dqntrader report SWEEP_DIR) instead of a run
+report.
 
 The browser is driven through the Chrome DevTools Protocol over
 --remote-debugging-pipe (fd 3: commands to the browser, fd 4: replies; each
@@ -74,6 +78,21 @@ STROKE_TOLERANCE = 40      # max channel difference to a series' stroke colour
 MIN_STROKE_PIXELS = 20     # pixels of that colour the series must leave
 MIN_STROKE_SEPARATION = 48  # any two equity strokes must differ this much
 EQUITY_SERIES = CHARTS["chart-equity"]
+
+# Sweep report (--sweep): fixed charts; one chart-setting-<name> per swept setting besides.
+SWEEP_MEMBER_CHART = "chart-member-sharpe"
+SWEEP_EQUITY_CHART = "chart-best-equity"
+SWEEP_EQUITY_SERIES = ("best member", "buy-and-hold")
+SWEEP_SETTING_PREFIX = "chart-setting-"
+SWEEP_POINT_SERIES = ("members", "best")
+MIN_MEMBER_PATHS = 2
+MIN_LEADERBOARD_ROWS = 2
+MIN_COMBINATION_ROWS = 1
+# Leaderboard columns; the swept settings sit between "seed" and "status".
+LEADERBOARD_COLUMNS = ("rank", "member", "seed", "status", "best epoch", "validation Sharpe",
+                       "total return", "max drawdown")
+NO_RUN_STATUSES = ("pending", "failed")  # members the report reads no epochs of
+POINT_SLACK_PX = 0.5       # a point's centre may sit this far outside the plot area
 
 
 class BrowserError(Exception):
@@ -585,7 +604,7 @@ SETTLE_JS = """
 """
 
 DOM_JS = r"""
-((chartIds) => {
+((chartIds, opts) => {
   const txt = (el) => (el ? (el.textContent || '').replace(/\s+/g, ' ').trim() : '');
   const cut = (s) => (s.length > 120 ? s.slice(0, 117) + '...' : s);
   // Bounding box of an SVG element's geometry in CSS pixels of the page.
@@ -644,6 +663,20 @@ DOM_JS = r"""
       const b = box(r);
       return b ? [b.width, b.height] : [0, 0];
     });
+    if (opts && opts.points) {
+      c.points = Array.from(svg.querySelectorAll('circle.point')).map(p => {
+        const cs = getComputedStyle(p);
+        return {
+          name: p.getAttribute('data-series'),
+          r: p.r.baseVal.value,
+          box: box(p),
+          fill: cs.fill,
+          display: cs.display,
+          visibility: cs.visibility,
+        };
+      });
+      c.ticks = Array.from(svg.querySelectorAll('text.tick')).map(t => ({text: txt(t), box: box(t)}));
+    }
   }
   const table = document.querySelector('table#metrics');
   out.metrics = table ? Array.from(table.querySelectorAll('tr[data-metric]')).map(tr => ({
@@ -652,6 +685,29 @@ DOM_JS = r"""
   })) : null;
   return out;
 })
+"""
+
+TABLES_JS = r"""
+(() => {
+  const txt = (el) => (el ? (el.textContent || '').replace(/\s+/g, ' ').trim() : '');
+  const cells = (tr, tag) => Array.from(tr.children).filter(e => e.tagName === tag).map(txt);
+  const table = (selector, attr) => {
+    const t = document.querySelector(selector);
+    if (!t) return null;
+    const trs = Array.from(t.querySelectorAll('tr'));
+    const head = trs.find(tr => !tr.hasAttribute(attr) && tr.querySelector('th'));
+    return {
+      header: head ? cells(head, 'TH') : null,
+      rows: trs.filter(tr => tr.hasAttribute(attr)).map(tr => ({
+        key: tr.getAttribute(attr), cells: cells(tr, 'TD')})),
+    };
+  };
+  return {
+    leaderboard: table('table#leaderboard', 'data-member'),
+    combinations: table('table#combinations', 'data-rank'),
+    figures: Array.from(document.querySelectorAll('figure[id]')).map(f => f.id),
+  };
+})()
 """
 
 RECTS_JS = r"""
@@ -751,43 +807,115 @@ def check_events(events, session, fail, stats):
             fail("network", "loading failed: %s: %s" % (requests.get(rid, "request %s" % rid)[:200], reason))
 
 
+def check_title(dom, fail):
+    if not dom.get("title", "").strip():
+        fail("dom", "document has no non-empty <title>")
+
+
+def check_figure(c, cid, fail):
+    """What every chart figure must satisfy. False when there is no svg to look into."""
+    where = "#" + cid
+    if not c.get("exists"):
+        fail("dom", "%s: missing (need <figure class=\"chart\" id=\"%s\">)" % (where, cid))
+        return False
+    if c.get("tag") != "figure" or "chart" not in c.get("classes", []):
+        fail("dom", "%s: is <%s class=\"%s\">, need <figure class=\"chart\">"
+             % (where, c.get("tag"), " ".join(c.get("classes", []))))
+    if c.get("svgCount") != 1:
+        fail("dom", "%s: contains %d <svg> elements, need exactly 1" % (where, c.get("svgCount", 0)))
+    if not c.get("figcaption"):
+        fail("dom", "%s: no <figcaption> with text" % where)
+    if c.get("svgCount", 0) < 1:
+        return False
+    vb = (c.get("viewBox") or "").strip()
+    if not vb:
+        fail("dom", "%s: <svg> has no viewBox" % where)
+    else:
+        nums = re.split(r"[\s,]+", vb)
+        try:
+            vals = [float(v) for v in nums]
+            if len(vals) != 4 or vals[2] <= 0 or vals[3] <= 0:
+                raise ValueError
+        except ValueError:
+            fail("dom", "%s: <svg> viewBox %r is not 'min-x min-y width height' with positive size"
+                 % (where, vb))
+    size = c.get("svgSize") or [0, 0]
+    if size[0] <= 0 or size[1] <= 0:
+        fail("dom", "%s: <svg> is not rendered (size %gx%g)" % (where, size[0], size[1]))
+    return True
+
+
+def plot_area_of(c, where, fail):
+    plot = c.get("plotArea")
+    if plot is None:
+        fail("dom", "%s: <svg> has no rect.plot-area" % where)
+    elif plot["width"] <= 0:
+        fail("dom", "%s: rect.plot-area has zero width" % where)
+        plot = None
+    return plot
+
+
+def series_by_name(c, where, fail):
+    by_name = {}
+    for s in c.get("series", []):
+        name = s.get("name")
+        if not name:
+            fail("dom", "%s: a path.series has no data-series attribute" % where)
+            continue
+        by_name.setdefault(name, []).append(s)
+    return by_name
+
+
+def check_path(s, label, plot, fail, stats, key=None, min_width=MIN_SERIES_WIDTH_FRACTION,
+               must_vary=False):
+    """One path.series: parsable, enough points, rendered, wide enough (min_width None: any)."""
+    npts, err = count_path_points(s.get("d", ""))
+    if err:
+        fail("dom", "%s: bad d attribute: %s" % (label, err))
+    if npts < MIN_SERIES_POINTS:
+        fail("dom", "%s: has %d point(s), need >= %d" % (label, npts, MIN_SERIES_POINTS))
+    if key is not None:
+        stats["series_points"][key] = npts
+    b = s.get("box")
+    if s.get("display") == "none" or s.get("visibility") != "visible" or b is None:
+        fail("dom", "%s: not rendered (display=%s, visibility=%s)"
+             % (label, s.get("display"), s.get("visibility")))
+        return
+    if plot is not None and min_width is not None:
+        frac = b["width"] / plot["width"]
+        if frac < min_width:
+            fail("dom", "%s: spans %.1f px = %.0f%% of the plot area's %.1f px width, need >= %.0f%%"
+                 % (label, b["width"], 100 * frac, plot["width"], 100 * min_width))
+    if must_vary and not b["height"] > 0:
+        fail("dom", "%s: is flat (bounding box height 0); the equity curve must vary" % label)
+
+
+def check_named_series(c, cid, series_names, plot, by_name, fail, stats, must_vary=()):
+    where = "#" + cid
+    for name in series_names:
+        found = by_name.get(name, [])
+        label = "%s series %r" % (where, name)
+        if not found:
+            present = ", ".join(sorted(by_name)) or "none"
+            fail("dom", "%s: missing (path.series[data-series=%r]; present: %s)" % (label, name, present))
+            continue
+        if len(found) > 1:
+            fail("dom", "%s: %d paths carry this name, need exactly 1" % (label, len(found)))
+        check_path(found[0], label, plot, fail, stats, key=cid + ":" + name,
+                   must_vary=name in must_vary)
+
+
 def check_dom(dom, fail, stats):
     if not isinstance(dom, dict):
         fail("dom", "DOM query returned nothing")
         return
-    if not dom.get("title", "").strip():
-        fail("dom", "document has no non-empty <title>")
+    check_title(dom, fail)
     charts = dom.get("charts", {})
     for cid, series_names in CHARTS.items():
         c = charts.get(cid, {})
         where = "#" + cid
-        if not c.get("exists"):
-            fail("dom", "%s: missing (need <figure class=\"chart\" id=\"%s\">)" % (where, cid))
+        if not check_figure(c, cid, fail):
             continue
-        if c.get("tag") != "figure" or "chart" not in c.get("classes", []):
-            fail("dom", "%s: is <%s class=\"%s\">, need <figure class=\"chart\">"
-                 % (where, c.get("tag"), " ".join(c.get("classes", []))))
-        if c.get("svgCount") != 1:
-            fail("dom", "%s: contains %d <svg> elements, need exactly 1" % (where, c.get("svgCount", 0)))
-        if not c.get("figcaption"):
-            fail("dom", "%s: no <figcaption> with text" % where)
-        if c.get("svgCount", 0) < 1:
-            continue
-        vb = (c.get("viewBox") or "").strip()
-        if not vb:
-            fail("dom", "%s: <svg> has no viewBox" % where)
-        else:
-            nums = re.split(r"[\s,]+", vb)
-            try:
-                vals = [float(v) for v in nums]
-                if len(vals) != 4 or vals[2] <= 0 or vals[3] <= 0:
-                    raise ValueError
-            except ValueError:
-                fail("dom", "%s: <svg> viewBox %r is not 'min-x min-y width height' with positive size"
-                     % (where, vb))
-        size = c.get("svgSize") or [0, 0]
-        if size[0] <= 0 or size[1] <= 0:
-            fail("dom", "%s: <svg> is not rendered (size %gx%g)" % (where, size[0], size[1]))
 
         if series_names is None:  # histogram
             bars = c.get("bars", [])
@@ -800,48 +928,10 @@ def check_dom(dom, fail, stats):
             stats["bars"] = len(bars)
             continue
 
-        plot = c.get("plotArea")
-        if plot is None:
-            fail("dom", "%s: <svg> has no rect.plot-area" % where)
-        elif plot["width"] <= 0:
-            fail("dom", "%s: rect.plot-area has zero width" % where)
-            plot = None
-        series = c.get("series", [])
-        by_name = {}
-        for s in series:
-            name = s.get("name")
-            if not name:
-                fail("dom", "%s: a path.series has no data-series attribute" % where)
-                continue
-            by_name.setdefault(name, []).append(s)
-        for name in series_names:
-            found = by_name.get(name, [])
-            label = "%s series %r" % (where, name)
-            if not found:
-                present = ", ".join(sorted(by_name)) or "none"
-                fail("dom", "%s: missing (path.series[data-series=%r]; present: %s)" % (label, name, present))
-                continue
-            if len(found) > 1:
-                fail("dom", "%s: %d paths carry this name, need exactly 1" % (label, len(found)))
-            s = found[0]
-            npts, err = count_path_points(s.get("d", ""))
-            if err:
-                fail("dom", "%s: bad d attribute: %s" % (label, err))
-            if npts < MIN_SERIES_POINTS:
-                fail("dom", "%s: has %d point(s), need >= %d" % (label, npts, MIN_SERIES_POINTS))
-            stats["series_points"][cid + ":" + name] = npts
-            b = s.get("box")
-            if s.get("display") == "none" or s.get("visibility") != "visible" or b is None:
-                fail("dom", "%s: not rendered (display=%s, visibility=%s)"
-                     % (label, s.get("display"), s.get("visibility")))
-                continue
-            if plot is not None:
-                frac = b["width"] / plot["width"]
-                if frac < MIN_SERIES_WIDTH_FRACTION:
-                    fail("dom", "%s: spans %.1f px = %.0f%% of the plot area's %.1f px width, need >= %.0f%%"
-                         % (label, b["width"], 100 * frac, plot["width"], 100 * MIN_SERIES_WIDTH_FRACTION))
-            if cid == "chart-equity" and name == "policy" and not b["height"] > 0:
-                fail("dom", "%s: is flat (bounding box height 0); the equity curve must vary" % label)
+        plot = plot_area_of(c, where, fail)
+        by_name = series_by_name(c, where, fail)
+        check_named_series(c, cid, series_names, plot, by_name, fail, stats,
+                           must_vary=("policy",) if cid == "chart-equity" else ())
 
     rows = dom.get("metrics")
     if rows is None:
@@ -871,6 +961,322 @@ def check_dom(dom, fail, stats):
                 fail("dom", "table#metrics: no row tr[data-metric=%r]" % key)
 
 
+# --------------------------------------------------------------------------
+# Sweep report (--sweep)
+
+def leaderboard_settings(header):
+    """The swept settings: the leaderboard's columns between "seed" and "status" (None: no such)."""
+    if not header or header.count("seed") != 1 or header.count("status") != 1:
+        return None
+    seed, status = header.index("seed"), header.index("status")
+    return header[seed + 1:status] if seed < status else None
+
+
+def sweep_chart_ids(tables):
+    """Charts a sweep report must hold, then any other figure on the page (screenshot check)."""
+    lb = (tables or {}).get("leaderboard") or {}
+    settings = leaderboard_settings(lb.get("header")) or []
+    ids = [SWEEP_MEMBER_CHART] + [SWEEP_SETTING_PREFIX + s for s in settings] + [SWEEP_EQUITY_CHART]
+    for fid in (tables or {}).get("figures") or []:
+        if fid not in ids:
+            ids.append(fid)
+    return ids
+
+
+def _cell_number(text):
+    """A table cell as a number: 'nan' and 'inf' too; None when it is none."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _numeric_setting(text):
+    """Whether the report plots a setting value on a numeric axis (the whole text a finite number)."""
+    if not text or text != text.strip() or "_" in text:
+        return False
+    v = _cell_number(text)
+    return v is not None and math.isfinite(v)
+
+
+def _fmt(v):
+    return "nan" if v is None or math.isnan(v) else "%g" % v
+
+
+def check_leaderboard(tables, fail, stats):
+    """table#leaderboard. Returns (settings, rows, keys): the swept settings, the rows that
+    parse ({member, status, sharpe, values}) and the data-member of every row."""
+    where = "table#leaderboard"
+    lb = (tables or {}).get("leaderboard")
+    if lb is None:
+        fail("dom", "%s: missing" % where)
+        return [], [], set()
+    rows = lb.get("rows") or []
+    keys = {r.get("key") for r in rows if r.get("key")}
+    stats["leaderboard_rows"] = len(rows)
+    if len(rows) < MIN_LEADERBOARD_ROWS:
+        fail("dom", "%s: has %d tr[data-member] rows, need >= %d" % (where, len(rows), MIN_LEADERBOARD_ROWS))
+    header = lb.get("header")
+    if not header:
+        fail("dom", "%s: no header row (a tr of th cells)" % where)
+        return [], [], keys
+    settings = leaderboard_settings(header)
+    expected = None
+    if settings is not None:
+        expected = (list(LEADERBOARD_COLUMNS[:3]) + settings + list(LEADERBOARD_COLUMNS[3:]))
+    if expected is None or header != expected:
+        fail("dom", "%s: header is [%s], need [%s]" % (
+            where, ", ".join(header),
+            ", ".join(LEADERBOARD_COLUMNS[:3] + ("<one per swept setting>",) + LEADERBOARD_COLUMNS[3:])))
+        return [], [], keys
+    for name, n in sorted(Counter(settings).items()):
+        if not name or n > 1 or name in LEADERBOARD_COLUMNS:
+            fail("dom", "%s: setting column %r appears %d time(s); each swept setting needs one "
+                 "column with a name of its own" % (where, name, n))
+    stats["settings"] = settings
+    col = {name: header.index(name) for name in LEADERBOARD_COLUMNS}
+    first_setting = col["seed"] + 1
+
+    for key, n in sorted(Counter(r.get("key") for r in rows).items(), key=lambda kv: str(kv[0])):
+        if not key:
+            fail("dom", "%s: %d row(s) with an empty data-member attribute" % (where, n))
+        elif n > 1:
+            fail("dom", "%s: data-member=%r appears in %d rows" % (where, key, n))
+
+    parsed = []
+    previous = None  # the last non-nan Sharpe
+    nan_row = None   # the first row whose Sharpe is nan
+    after_nan = []   # rows with a number below a 'nan' row
+    for i, r in enumerate(rows):
+        key = r.get("key") or "?"
+        label = "%s row %r" % (where, key)
+        cells = r.get("cells", [])
+        if len(cells) != len(header):
+            fail("dom", "%s: has %d <td> cells, need %d (one per header cell)" % (label, len(cells), len(header)))
+            continue
+        if cells[col["rank"]] != str(i + 1):
+            fail("dom", "%s: rank cell is %r, need %d (ranks 1..N down the table)"
+                 % (label, cells[col["rank"]], i + 1))
+        if cells[col["member"]] != key:
+            fail("dom", "%s: member cell is %r, need the row's data-member" % (label, cells[col["member"]]))
+        text = cells[col["validation Sharpe"]]
+        sharpe = _cell_number(text)
+        if sharpe is None:
+            fail("dom", "%s: validation Sharpe %r is neither a number nor 'nan'" % (label, text))
+            sharpe = float("nan")
+        elif math.isnan(sharpe):
+            if nan_row is None:
+                nan_row = key
+        elif nan_row is not None:
+            after_nan.append((key, text))
+        elif previous is not None and sharpe > previous:
+            fail("dom", "%s: validation Sharpe %s is above the row before it (%s); the table must be "
+                 "ranked best first" % (label, text, _fmt(previous)))
+        if not math.isnan(sharpe):
+            previous = sharpe
+        parsed.append({
+            "member": key,
+            "status": cells[col["status"]],
+            "sharpe": sharpe,
+            "values": {s: cells[first_setting + j] for j, s in enumerate(settings)},
+        })
+    if after_nan:
+        fail("dom", "%s row %r: validation Sharpe %s comes after row %r with 'nan'%s; 'nan' rows go last"
+             % (where, after_nan[0][0], after_nan[0][1], nan_row,
+                " (and %d more row(s) with a number)" % (len(after_nan) - 1) if len(after_nan) > 1 else ""))
+    return settings, parsed, keys
+
+
+def check_combinations(tables, settings, rows, fail, stats):
+    where = "table#combinations"
+    cb = (tables or {}).get("combinations")
+    if cb is None:
+        fail("dom", "%s: missing" % where)
+        return
+    crows = cb.get("rows") or []
+    stats["combination_rows"] = len(crows)
+    if len(crows) < MIN_COMBINATION_ROWS:
+        fail("dom", "%s: has %d tr[data-rank] rows, need >= %d" % (where, len(crows), MIN_COMBINATION_ROWS))
+    header = cb.get("header") or []
+    if not header:
+        fail("dom", "%s: no header row (a tr of th cells)" % where)
+    combos = set()
+    for i, r in enumerate(crows):
+        label = "%s row %d" % (where, i + 1)
+        if r.get("key") != str(i + 1):
+            fail("dom", "%s: data-rank is %r, need %d (ranks 1..N down the table)" % (label, r.get("key"), i + 1))
+        cells = r.get("cells", [])
+        if header and len(cells) != len(header):
+            fail("dom", "%s: has %d <td> cells, need %d (one per header cell)" % (label, len(cells), len(header)))
+            continue
+        combos.add(tuple(cells[1:1 + len(settings)]))
+    # One row per combination of settings: the same combinations as the members'.
+    if header[:1 + len(settings)] == ["rank"] + list(settings) and rows:
+        members = {tuple(r["values"][s] for s in settings) for r in rows}
+        if len(combos) != len(crows) or combos != members:
+            fail("dom", "%s: %d rows with %d distinct combinations of settings; table#leaderboard's "
+                 "members have %d (missing: %s; extra: %s)" % (
+                     where, len(crows), len(combos), len(members),
+                     sorted(members - combos)[:5] or "none", sorted(combos - members)[:5] or "none"))
+    elif header:
+        fail("dom", "%s: header starts [%s], need [rank, %s]"
+             % (where, ", ".join(header[:1 + len(settings)]), ", ".join(settings)))
+
+
+def check_member_chart(c, rows, keys, fail, stats):
+    cid = SWEEP_MEMBER_CHART
+    where = "#" + cid
+    if not check_figure(c, cid, fail):
+        return
+    plot = plot_area_of(c, where, fail)
+    by_name = series_by_name(c, where, fail)
+    stats["member_paths"] = len(by_name)
+    if len(by_name) < MIN_MEMBER_PATHS:
+        fail("dom", "%s: has %d named path.series, need >= %d (one per member that ran)"
+             % (where, len(by_name), MIN_MEMBER_PATHS))
+    for name in sorted(by_name):
+        label = "%s series %r" % (where, name)
+        found = by_name[name]
+        if len(found) > 1:
+            fail("dom", "%s: %d paths carry this name, need exactly 1" % (label, len(found)))
+        check_path(found[0], label, plot, fail, stats, min_width=None)
+        if keys and name not in keys:
+            fail("dom", "%s: no table#leaderboard row tr[data-member=%r]" % (label, name))
+    status = {r["member"]: r["status"] for r in rows}
+    for name in sorted(by_name):
+        if status.get(name) in NO_RUN_STATUSES:
+            fail("dom", "%s series %r: member has status %r; only members that ran get a path"
+                 % (where, name, status[name]))
+    for r in rows:
+        if r["status"] not in NO_RUN_STATUSES and math.isfinite(r["sharpe"]) and r["member"] not in by_name:
+            fail("dom", "%s: no path.series[data-series=%r] for leaderboard member %r (status %r, "
+                 "validation Sharpe %s)" % (where, r["member"], r["member"], r["status"], _fmt(r["sharpe"])))
+    # The best member (rank 1) stands out from the others.
+    if rows and rows[0]["member"] in by_name:
+        best = rows[0]["member"]
+        best_col = parse_css_colour(by_name[best][0].get("stroke"))
+        if best_col is None or best_col[3] == 0:
+            fail("dom", "%s series %r (the best member): stroke is %r, need a solid colour"
+                 % (where, best, by_name[best][0].get("stroke")))
+        else:
+            for name in sorted(by_name):
+                col = parse_css_colour(by_name[name][0].get("stroke"))
+                if name != best and col is not None and cdist(col, best_col) < MIN_STROKE_SEPARATION:
+                    fail("dom", "%s: the best member %r and member %r are stroked in (nearly) the same "
+                         "colour (%s, %s)" % (where, best, name, by_name[best][0].get("stroke"),
+                                              by_name[name][0].get("stroke")))
+                    break
+
+
+def _centre(b):
+    return b["x"] + b["width"] / 2.0, b["y"] + b["height"] / 2.0
+
+
+def check_setting_chart(c, setting, rows, fail, stats):
+    cid = SWEEP_SETTING_PREFIX + setting
+    where = "#" + cid
+    if not check_figure(c, cid, fail):
+        return
+    plot = plot_area_of(c, where, fail)
+    if plot is not None and not plot["height"] > 0:
+        fail("dom", "%s: rect.plot-area has zero height" % where)
+        plot = None
+    if c.get("series"):
+        fail("dom", "%s: has %d path.series, need none (a scatter chart of circle.point)"
+             % (where, len(c["series"])))
+    points = c.get("points") or []
+    finite = [r for r in rows if math.isfinite(r["sharpe"])]
+    stats.setdefault("setting_points", {})[cid] = len(points)
+    if len(points) != len(finite):
+        fail("dom", "%s: has %d circle.point elements, need %d (one per table#leaderboard row with a "
+             "finite validation Sharpe)" % (where, len(points), len(finite)))
+    names = Counter(p.get("name") for p in points)
+    for name, n in sorted(names.items(), key=lambda kv: str(kv[0])):
+        if name not in SWEEP_POINT_SERIES:
+            fail("dom", "%s: %d circle.point element(s) with data-series=%r, need one of %s"
+                 % (where, n, name, ", ".join(SWEEP_POINT_SERIES)))
+    if names.get("best", 0) != 1:
+        fail("dom", "%s: has %d circle.point[data-series=\"best\"], need exactly 1" % (where, names.get("best", 0)))
+    centres = []  # (series, cx, cy) of the points that render
+    outside = 0
+    for i, p in enumerate(points):
+        label = "%s circle.point #%d (data-series=%r)" % (where, i + 1, p.get("name"))
+        r = p.get("r")
+        if not (isinstance(r, (int, float)) and r > 0):
+            fail("dom", "%s: radius is %r, need > 0" % (label, r))
+        b = p.get("box")
+        if p.get("display") == "none" or p.get("visibility") != "visible" or b is None \
+                or not (b["width"] > 0 and b["height"] > 0):
+            fail("dom", "%s: not rendered (display=%s, visibility=%s, box %s)"
+                 % (label, p.get("display"), p.get("visibility"),
+                    "none" if b is None else "%.1fx%.1f" % (b["width"], b["height"])))
+            continue
+        cx, cy = _centre(b)
+        centres.append((p.get("name"), cx, cy))
+        if plot is not None:
+            s = POINT_SLACK_PX
+            if not (plot["x"] - s <= cx <= plot["x"] + plot["width"] + s
+                    and plot["y"] - s <= cy <= plot["y"] + plot["height"] + s):
+                outside += 1
+                if outside <= 3:
+                    fail("dom", "%s: centre (%.1f, %.1f) lies outside the plot area (x %.1f..%.1f, "
+                         "y %.1f..%.1f)" % (label, cx, cy, plot["x"], plot["x"] + plot["width"],
+                                            plot["y"], plot["y"] + plot["height"]))
+    if outside > 3:
+        fail("dom", "%s: %d circle.point elements in all lie outside the plot area" % (where, outside))
+    # The best member has the highest validation Sharpe: no point above its point.
+    best = [cy for name, _, cy in centres if name == "best"]
+    others = [cy for name, _, cy in centres if name != "best"]
+    if len(best) == 1 and others and best[0] > min(others) + POINT_SLACK_PX:
+        fail("dom", "%s: the best member's point (y %.1f px) lies below another point (y %.1f px); "
+             "it has the highest validation Sharpe" % (where, best[0], min(others)))
+    # Settings that are not all numbers sit on a categorical axis: one tick label per category.
+    values = [r["values"].get(setting, "") for r in rows]
+    if values and not all(_numeric_setting(v) for v in values):
+        stats.setdefault("categorical_settings", []).append(setting)
+        categories = list(dict.fromkeys(values))
+        if plot is not None:
+            bottom = plot["y"] + plot["height"]
+            labels = [t.get("text", "") for t in c.get("ticks") or []
+                      if t.get("box") and _centre(t["box"])[1] > bottom]
+            for cat in categories:
+                n = labels.count(cat)
+                if n != 1:
+                    fail("dom", "%s: categorical x axis shows %d tick label(s) %r, need exactly 1 "
+                         "(x tick labels: %s)" % (where, n, cat, ", ".join(map(repr, labels)) or "none"))
+        shown = {r["values"].get(setting, "") for r in finite}
+        columns = {round(2 * cx) for _, cx, _ in centres}
+        if centres and len(centres) == len(points) and len(columns) != len(shown):
+            fail("dom", "%s: points sit at %d distinct x positions, need %d (one per category with a "
+                 "result: %s)" % (where, len(columns), len(shown), ", ".join(map(repr, sorted(shown)))))
+
+
+def check_sweep_dom(dom, tables, chart_ids, fail, stats):
+    if not isinstance(dom, dict):
+        fail("dom", "DOM query returned nothing")
+        return
+    if not isinstance(tables, dict):
+        fail("dom", "table query returned nothing")
+        tables = {}
+    check_title(dom, fail)
+    charts = dom.get("charts", {})
+    settings, rows, keys = check_leaderboard(tables, fail, stats)
+    check_combinations(tables, settings, rows, fail, stats)
+    check_member_chart(charts.get(SWEEP_MEMBER_CHART, {}), rows, keys, fail, stats)
+    for setting in settings:
+        check_setting_chart(charts.get(SWEEP_SETTING_PREFIX + setting, {}), setting, rows, fail, stats)
+    cid = SWEEP_EQUITY_CHART
+    c = charts.get(cid, {})
+    if check_figure(c, cid, fail):
+        plot = plot_area_of(c, "#" + cid, fail)
+        by_name = series_by_name(c, "#" + cid, fail)
+        check_named_series(c, cid, SWEEP_EQUITY_SERIES, plot, by_name, fail, stats)
+    checked = {SWEEP_MEMBER_CHART, SWEEP_EQUITY_CHART} | {SWEEP_SETTING_PREFIX + s for s in settings}
+    for cid in chart_ids:
+        if cid not in checked:
+            check_figure(charts.get(cid, {}), cid, fail)
+
+
 _RGB = re.compile(r"rgba?\(\s*([\d.]+)[,\s]+([\d.]+)[,\s]+([\d.]+)(?:\s*[,/]\s*([\d.]+%?))?\s*\)")
 
 
@@ -896,7 +1302,10 @@ def _number(value, default):
     return default
 
 
-def check_screenshot(png_bytes, rects, dom, fail, stats):
+def check_screenshot(png_bytes, rects, dom, fail, stats, chart_ids=tuple(CHARTS),
+                     colour_charts=(("chart-equity", EQUITY_SERIES),)):
+    """Ink in every figure of chart_ids; for each (chart id, series names) of colour_charts,
+    distinct stroke colours for those series that show up in the picture."""
     if not png_bytes:
         fail("screenshot", "screenshot is empty")
         return
@@ -922,8 +1331,9 @@ def check_screenshot(png_bytes, rects, dom, fail, stats):
         y1 = min(height, int(math.ceil((r["y"] + r["height"]) * scale)))
         return x0, y0, x1, y1
 
+    colour_charts = dict(colour_charts)
     ink = {}
-    for cid in CHARTS:
+    for cid in chart_ids:
         f = rects.get("figures", {}).get(cid)
         if f is None:
             continue  # already reported as missing
@@ -943,13 +1353,15 @@ def check_screenshot(png_bytes, rects, dom, fail, stats):
         if frac < MIN_INK_FRACTION:
             fail("screenshot", "#%s: only %.2f%% of its pixels differ from the background %s, need >= %.0f%%"
                  % (cid, 100 * frac, stats["background"], 100 * MIN_INK_FRACTION))
-        if cid == "chart-equity":
-            check_equity_colours(hist, area, bg, f, rgb, scale, region, dom, fail, stats)
+        if cid in colour_charts:
+            check_equity_colours(hist, area, bg, f, rgb, scale, region, dom, fail, stats,
+                                 cid, colour_charts[cid])
     stats["ink_fraction"] = ink
     stats["png_analysis_s"] = round(time.monotonic() - t0, 2)
 
 
-def check_equity_colours(hist, area, bg, f, rgb, scale, region, dom, fail, stats):
+def check_equity_colours(hist, area, bg, f, rgb, scale, region, dom, fail, stats,
+                         cid="chart-equity", series_names=EQUITY_SERIES):
     # The plot's own background: the commonest colour inside the plot area.
     plot = f.get("plot")
     if plot:
@@ -968,19 +1380,19 @@ def check_equity_colours(hist, area, bg, f, rgb, scale, region, dom, fail, stats
     distinct = [b for b, n in buckets.items() if n >= floor_n]
     stats["equity_colours"] = len(distinct)
     if len(distinct) < 2:
-        fail("screenshot", "#chart-equity: %d distinct non-background colour(s) in the chart, need >= 2"
-             % len(distinct))
+        fail("screenshot", "#%s: %d distinct non-background colour(s) in the chart, need >= 2"
+             % (cid, len(distinct)))
     # Each series' stroke must be a colour of its own and show up on screen.
-    series = (dom or {}).get("charts", {}).get("chart-equity", {}).get("series", [])
+    series = (dom or {}).get("charts", {}).get(cid, {}).get("series", [])
     strokes = {}
     for s in series:
         name = s.get("name")
-        if name not in EQUITY_SERIES or name in strokes:
+        if name not in series_names or name in strokes:
             continue
         col = parse_css_colour(s.get("stroke"))
         if col is None or col[3] == 0:
-            fail("screenshot", "#chart-equity series %r: stroke is %r, need a solid colour"
-                 % (name, s.get("stroke")))
+            fail("screenshot", "#%s series %r: stroke is %r, need a solid colour"
+                 % (cid, name, s.get("stroke")))
             continue
         alpha = col[3] * _number(s.get("strokeOpacity"), 1.0) * _number(s.get("opacity"), 1.0)
         alpha = max(0.0, min(1.0, alpha))
@@ -989,22 +1401,22 @@ def check_equity_colours(hist, area, bg, f, rgb, scale, region, dom, fail, stats
         n = sum(cnt for c, cnt in hist.items() if cdist(c, seen) <= STROKE_TOLERANCE)
         stats.setdefault("equity_stroke_pixels", {})[name] = n
         if n < MIN_STROKE_PIXELS:
-            fail("screenshot", "#chart-equity series %r: its stroke colour #%02x%02x%02x appears in only %d "
-                 "pixel(s) of the screenshot, need >= %d" % ((name,) + seen + (n, MIN_STROKE_PIXELS)))
+            fail("screenshot", "#%s series %r: its stroke colour #%02x%02x%02x appears in only %d "
+                 "pixel(s) of the screenshot, need >= %d" % ((cid, name) + seen + (n, MIN_STROKE_PIXELS)))
     names = sorted(strokes)
     for i, first in enumerate(names):
         for second in names[i + 1:]:
             a, b = strokes[first], strokes[second]
             if cdist(a, b) < MIN_STROKE_SEPARATION:
-                fail("screenshot", "#chart-equity: series %r (#%02x%02x%02x) and %r "
+                fail("screenshot", "#%s: series %r (#%02x%02x%02x) and %r "
                      "(#%02x%02x%02x) are drawn in (nearly) the same colour"
-                     % ((first,) + a + (second,) + b))
+                     % ((cid, first) + a + (second,) + b))
 
 
 # --------------------------------------------------------------------------
 # Driver
 
-def run_checks(browser, report_url, shot_path, fail, stats, deadline):
+def run_checks(browser, report_url, shot_path, fail, stats, deadline, sweep=False):
     version = browser.call("Browser.getVersion")
     stats["browser_version"] = version.get("product")
     target = browser.call("Target.createTarget", {"url": "about:blank"})
@@ -1043,8 +1455,18 @@ def run_checks(browser, report_url, shot_path, fail, stats, deadline):
         fail("load", str(e))
     browser.drain(0.2)  # late console messages and requests
 
-    dom = evaluate(browser, session, "(%s)(%s)" % (DOM_JS, json.dumps(list(CHARTS))), timeout=15)
-    check_dom(dom, fail, stats)
+    if sweep:
+        tables = evaluate(browser, session, TABLES_JS, timeout=15)
+        chart_ids = sweep_chart_ids(tables)
+        dom = evaluate(browser, session, "(%s)(%s, %s)" % (
+            DOM_JS, json.dumps(chart_ids), json.dumps({"points": True})), timeout=15)
+        check_sweep_dom(dom, tables, chart_ids, fail, stats)
+        colour_charts = ((SWEEP_EQUITY_CHART, SWEEP_EQUITY_SERIES),)
+    else:
+        chart_ids = list(CHARTS)
+        dom = evaluate(browser, session, "(%s)(%s)" % (DOM_JS, json.dumps(chart_ids)), timeout=15)
+        check_dom(dom, fail, stats)
+        colour_charts = (("chart-equity", EQUITY_SERIES),)
 
     # Full-page screenshot: make the viewport as tall as the document.
     metrics = browser.call("Page.getLayoutMetrics", session=session)
@@ -1058,7 +1480,7 @@ def run_checks(browser, report_url, shot_path, fail, stats, deadline):
         "width": WINDOW_W, "height": shot_h, "deviceScaleFactor": 1, "mobile": False,
     }, session=session)
     evaluate(browser, session, SETTLE_JS, timeout=10, await_promise=True)
-    rects = evaluate(browser, session, "(%s)(%s)" % (RECTS_JS, json.dumps(list(CHARTS))), timeout=10)
+    rects = evaluate(browser, session, "(%s)(%s)" % (RECTS_JS, json.dumps(chart_ids)), timeout=10)
     params = {"format": "png", "fromSurface": True, "captureBeyondViewport": False,
               "optimizeForSpeed": True}
     try:
@@ -1075,7 +1497,7 @@ def run_checks(browser, report_url, shot_path, fail, stats, deadline):
     except OSError as e:
         fail("screenshot", "cannot write %s: %s" % (shot_path, e))
     stats["screenshot_bytes"] = len(png)
-    check_screenshot(png, rects or {}, dom, fail, stats)
+    check_screenshot(png, rects or {}, dom, fail, stats, chart_ids, colour_charts)
     browser.drain(0.1)
 
 
@@ -1088,6 +1510,8 @@ def main(argv=None):
                                       "chromium, chromium-browser, google-chrome on PATH)")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                     help="overall limit in seconds (default %(default)s)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="check a sweep report (dqntrader report SWEEP_DIR) instead of a run report")
     args = ap.parse_args(argv)
     require = os.environ.get("DQNTRADER_REQUIRE_BROWSER") == "1"
 
@@ -1131,7 +1555,7 @@ def main(argv=None):
     signal.setitimer(signal.ITIMER_REAL, max(6.0, args.timeout - 2.0))  # backstop
     try:
         browser.start()
-        run_checks(browser, report_url, args.screenshot, fail, stats, deadline)
+        run_checks(browser, report_url, args.screenshot, fail, stats, deadline, sweep=args.sweep)
     except Deadline:
         timed_out = True
         tail = browser.log_tail()

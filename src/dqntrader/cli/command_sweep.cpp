@@ -61,7 +61,8 @@ void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
           << "\n";
     }
   }
-  out << "leaderboards: " << plan.directory << "/leaderboard.csv, leaderboard.json\n";
+  out << "leaderboards: " << plan.directory << "/leaderboard.csv and " << plan.directory
+      << "/leaderboard.json\n";
 }
 
 }  // namespace

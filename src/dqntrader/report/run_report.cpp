@@ -19,6 +19,7 @@
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/report/report_parts.hpp"
 #include "dqntrader/report/svg_chart.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -69,6 +70,8 @@ std::vector<std::pair<std::size_t, nlohmann::json>> read_json_lines(const std::s
   return records;
 }
 
+}  // namespace
+
 std::vector<EpochPoint> read_epochs(const std::string& dir) {
   std::map<long long, double> seconds;
   const std::string timings = dir + "/timings.jsonl";
@@ -94,8 +97,6 @@ std::vector<EpochPoint> read_epochs(const std::string& dir) {
     throw InputError(metrics, 0, 0, "no epochs recorded");
   return epochs;
 }
-
-}  // namespace
 
 RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
                              const std::string& data_override) {
@@ -144,10 +145,6 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
   return report;
 }
 
-namespace {
-
-constexpr const char* policy_colour = "#1f5fbf";
-
 const char* baseline_colour(const std::string& policy) {
   if (policy == "buy-and-hold")
     return "#d9822b";
@@ -155,6 +152,8 @@ const char* baseline_colour(const std::string& policy) {
     return "#2a9d4b";
   return "#8c8c8c";  // flat
 }
+
+namespace {
 
 // Drawdown after each equity value, E_t / max(E_0 .. E_t) - 1, from the log of equity where
 // equity is positive (equity past the largest double is drawn too). The peak is positive:
@@ -185,16 +184,6 @@ std::vector<double> as_doubles(const std::vector<std::int64_t>& values, std::siz
   return std::vector<double>(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(count));
 }
 
-std::string metric_text(const nlohmann::json& v) {
-  if (v.is_null())
-    return "nan";
-  if (v.is_string())
-    return v.get<std::string>();
-  if (v.is_number_integer())
-    return std::to_string(v.get<long long>());
-  return io::format_metric(v.get<double>());
-}
-
 std::string epoch_chart(const RunReport& r, const char* id, const char* title, const char* label,
                         double EpochPoint::*field) {
   LineChart chart;
@@ -213,7 +202,7 @@ std::string epoch_chart(const RunReport& r, const char* id, const char* title, c
   return render(chart);
 }
 
-const char* style = R"(
+const char* const style = R"(
 body { font: 14px/1.45 system-ui, sans-serif; color: #1d2330; margin: 0 auto; max-width: 980px;
        padding: 16px 24px 48px; background: #ffffff; }
 h1 { font-size: 22px; margin-bottom: 4px; }
@@ -229,20 +218,68 @@ path.series { stroke-width: 1.6; stroke-linejoin: round; }
 text.tick, text.legend { font-size: 11px; fill: #4a5568; }
 text.axis-label { font-size: 12px; fill: #2d3748; }
 text.no-data { font-size: 14px; fill: #7b8494; }
-table#metrics { border-collapse: collapse; width: 100%; }
-table#metrics th, table#metrics td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e6e9ef; }
-table#metrics td.value { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #e6e9ef; }
+td.value { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+circle.point { fill-opacity: 0.8; }
 )";
 
 }  // namespace
 
+std::string metric_text(const nlohmann::json& v) {
+  if (v.is_null())
+    return "nan";
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_number_integer())
+    return std::to_string(v.get<long long>());
+  return io::format_metric(v.get<double>());
+}
+
+std::string document_head(const std::string& title) {
+  return std::string("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n") +
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" +
+         escape_html(title) + "</title>\n<style>" + style + "</style>\n</head>\n<body>\n";
+}
+
+std::string equity_chart(const std::string& id, const std::string& title,
+                         const std::vector<EquityCurve>& curves, const std::vector<double>& time) {
+  LineChart chart;
+  chart.id = id;
+  chart.title = title;
+  chart.x = {"time (UTC)", true};
+  chart.y.label = "equity";
+  // Growth over orders of magnitude reads on a log axis; growth past the largest double
+  // (equity +inf) is drawn as log10 of equity, from its logarithm.
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  bool overflowed = false;
+  for (const EquityCurve& c : curves) {
+    for (double v : c.path->equity) {
+      overflowed = overflowed || std::isinf(v);
+      if (v > 0 && std::isfinite(v)) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+  }
+  auto values = [&](const eval::PathDetail& p) { return overflowed ? log10_equity(p) : p.equity; };
+  if (overflowed) {
+    chart.y.label = "log10 equity";
+    chart.title += " (log10 of equity, which passes the largest double)";
+  } else if (hi > 100 * lo) {
+    chart.y.log = true;
+    chart.y.label = "equity (log scale)";
+    chart.title += " (log scale)";
+  }
+  for (const EquityCurve& c : curves)
+    chart.series.push_back({c.name, c.colour, time, values(*c.path)});
+  return render(chart);
+}
+
 std::string render_html(const RunReport& r) {
   const std::size_t n = r.policy.returns.size();
   std::ostringstream out;
-  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-      << "<title>dqntrader report: " << escape_html(r.run_directory) << "</title>\n<style>" << style
-      << "</style>\n</head>\n<body>\n";
+  out << document_head("dqntrader report: " + r.run_directory);
   out << "<h1>dqntrader run report</h1>\n<p class=\"meta\">Run <code>"
       << escape_html(r.run_directory) << "</code>; network " << escape_html(r.network)
       << "; best policy from epoch " << r.best_epoch << " of " << r.epochs.size() << ".</p>\n"
@@ -255,42 +292,11 @@ std::string render_html(const RunReport& r) {
   out << "<h2>Best policy on the validation window</h2>\n";
   const std::vector<double> time = as_doubles(r.timestamps_ms, r.timestamps_ms.size());
   {
-    LineChart chart;
-    chart.id = "equity";
-    chart.title = "Equity (E_0 = 1): best policy and the built-in policies";
-    chart.x = {"time (UTC)", true};
-    chart.y.label = "equity";
-    std::vector<const eval::PathDetail*> paths = {&r.policy};
+    std::vector<EquityCurve> curves = {{"policy", policy_colour, &r.policy}};
     for (const BaselineCurve& b : r.baselines)
-      paths.push_back(&b.path);
-    // Growth over orders of magnitude reads on a log axis; growth past the largest double
-    // (equity +inf) is drawn as log10 of equity, from its logarithm.
-    double lo = std::numeric_limits<double>::infinity(), hi = 0;
-    bool overflowed = false;
-    for (const eval::PathDetail* p : paths) {
-      for (double v : p->equity) {
-        overflowed = overflowed || std::isinf(v);
-        if (v > 0 && std::isfinite(v)) {
-          lo = std::min(lo, v);
-          hi = std::max(hi, v);
-        }
-      }
-    }
-    auto values = [&](const eval::PathDetail& p) {
-      return overflowed ? log10_equity(p) : p.equity;
-    };
-    if (overflowed) {
-      chart.y.label = "log10 equity";
-      chart.title += " (log10 of equity, which passes the largest double)";
-    } else if (hi > 100 * lo) {
-      chart.y.log = true;
-      chart.y.label = "equity (log scale)";
-      chart.title += " (log scale)";
-    }
-    chart.series.push_back({"policy", policy_colour, time, values(r.policy)});
-    for (const BaselineCurve& b : r.baselines)
-      chart.series.push_back({b.policy, baseline_colour(b.policy), time, values(b.path)});
-    out << render(chart);
+      curves.push_back({b.policy, baseline_colour(b.policy), &b.path});
+    out << equity_chart("equity", "Equity (E_0 = 1): best policy and the built-in policies", curves,
+                        time);
   }
   {
     LineChart chart;

@@ -42,11 +42,14 @@ struct RunReport {
   std::vector<EpochPoint> epochs;
 };
 
-/// Reads run_directory (config.json, metrics.jsonl, timings.jsonl, best.dqnpolicy,
-/// best.dqnckpt), loads the run's data again (data_override replaces the data file's path
-/// when it is not empty; the data must be what the run trained on) and evaluates the best
-/// policy and the built-in policies on the validation window on the device. InputError for a
-/// missing or malformed file.
+/// A run directory's metrics.jsonl with each epoch's seconds from timings.jsonl; InputError
+/// (file, line, column) for a malformed record, or when no epoch is recorded.
+std::vector<EpochPoint> read_epochs(const std::string& run_directory);
+
+/// Reads run_directory (config.json, metrics.jsonl, timings.jsonl, best.dqnpolicy), loads the run's
+/// data again (data_override replaces the data file's path when it is not empty; the data must be
+/// what the run trained on) and evaluates the best policy and the built-in policies on the
+/// validation window on the device. InputError for a missing or malformed file.
 RunReport collect_run_report(const ExecSpace& space, const std::string& run_directory,
                              const std::string& data_override = "");
 

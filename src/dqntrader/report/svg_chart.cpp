@@ -26,6 +26,10 @@ std::string number(double value) {
 
 std::string tick_label(double value, const Axis& axis, double span) {
   char text[40];
+  if (!axis.categories.empty()) {
+    const auto i = static_cast<std::size_t>(std::llround(value));
+    return i < axis.categories.size() ? axis.categories[i] : std::string();
+  }
   if (axis.time) {
     const std::string iso = data::format_iso8601_ms(static_cast<std::int64_t>(value));
     // Whole days apart: the date; less: the date and the minute.
@@ -84,8 +88,13 @@ void open_chart(std::ostringstream& out, const std::string& id, const std::strin
   out << "<rect class=\"plot-area\" x=\"" << left << "\" y=\"" << top << "\" width=\"" << plot_width
       << "\" height=\"" << plot_height << "\"/>\n";
   const double x_span = s.x.hi - s.x.lo;
-  const std::vector<double> xt =
-      x_axis.time ? time_ticks(s.x.lo, s.x.hi, 5) : nice_ticks(s.x.lo, s.x.hi, 6);
+  std::vector<double> xt;
+  if (!x_axis.categories.empty()) {
+    for (std::size_t i = 0; i < x_axis.categories.size(); ++i)
+      xt.push_back(static_cast<double>(i));
+  } else {
+    xt = x_axis.time ? time_ticks(s.x.lo, s.x.hi, 5) : nice_ticks(s.x.lo, s.x.hi, 6);
+  }
   for (double t : xt) {
     if (t < s.x.lo - 1e-9 * x_span || t > s.x.hi + 1e-9 * x_span)
       continue;
@@ -215,10 +224,21 @@ std::vector<std::size_t> thin(const std::vector<double>& y, std::size_t buckets)
 
 std::string render(const LineChart& given) {
   LineChart chart = given;
-  if (chart.y.log) {
-    for (Series& series : chart.series) {
+  const auto log10_or_nan = [](double v) {
+    return v > 0 ? std::log10(v) : std::numeric_limits<double>::quiet_NaN();
+  };
+  for (Series& series : chart.series) {
+    if (chart.y.log) {
       for (double& y : series.y)
-        y = y > 0 ? std::log10(y) : std::numeric_limits<double>::quiet_NaN();
+        y = log10_or_nan(y);
+    }
+    if (chart.x.log) {
+      // A point whose x has no logarithm is left out, as a NaN y leaves it out.
+      for (std::size_t i = 0; i < series.x.size(); ++i) {
+        series.x[i] = log10_or_nan(series.x[i]);
+        if (!std::isfinite(series.x[i]))
+          series.y[i] = std::numeric_limits<double>::quiet_NaN();
+      }
     }
   }
   Scale s;
@@ -231,6 +251,17 @@ std::string render(const LineChart& given) {
     }
   }
   const bool empty = s.y.empty();
+  if (!chart.x.categories.empty()) {
+    s.x.lo = -0.5;
+    s.x.hi = static_cast<double>(chart.x.categories.size()) - 0.5;
+  } else if (std::any_of(chart.series.begin(), chart.series.end(),
+                         [](const Series& series) { return series.points; })) {
+    // Points keep clear of the frame.
+    s.x.settle();
+    const double pad = 0.04 * (s.x.hi - s.x.lo);
+    s.x.lo -= pad;
+    s.x.hi += pad;
+  }
   s.x.settle();
   s.y.settle();
   std::ostringstream out;
@@ -244,6 +275,16 @@ std::string render(const LineChart& given) {
           << left + plot_width << "\" y2=\"" << y << "\"/>\n";
     }
     for (const Series& series : chart.series) {
+      if (series.points) {
+        for (std::size_t i = 0; i < series.x.size(); ++i) {
+          if (!std::isfinite(series.y[i]))
+            continue;
+          out << "<circle class=\"point\" data-series=\"" << escape_html(series.name) << "\" cx=\""
+              << number(s.px(series.x[i])) << "\" cy=\"" << number(s.py(series.y[i]))
+              << "\" r=\"4\" fill=\"" << escape_html(series.colour) << "\"/>\n";
+        }
+        continue;
+      }
       const std::vector<std::size_t> points = thin(series.y, thin_buckets);
       std::string d;
       bool pen_down = false;
@@ -272,7 +313,7 @@ std::string render(const LineChart& given) {
     }
     // Legend, top left above the plot.
     double x = left;
-    for (const Series& series : chart.series) {
+    for (const Series& series : chart.legend ? chart.series : std::vector<Series>{}) {
       out << "<rect class=\"key\" x=\"" << x << "\" y=\"8\" width=\"14\" height=\"4\" fill=\""
           << escape_html(series.colour) << "\"/><text class=\"legend\" x=\"" << x + 18
           << "\" y=\"14\">" << escape_html(series.name) << "</text>\n";

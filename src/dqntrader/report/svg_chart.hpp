@@ -1,5 +1,6 @@
-// Charts as inline SVG for the run report: line charts (one or more series, optional steps
-// and gaps) and histograms, each inside a <figure class="chart" id="chart-ID"> with a
+// Charts as inline SVG for the reports: line charts (one or more series, optional steps and
+// gaps), scatter charts (series of points, on a numeric, log or categorical x axis) and
+// histograms, each inside a <figure class="chart" id="chart-ID"> with a
 // caption. The markup is plain SVG with CSS classes the report's style sheet colours; there
 // is no script. Long series are thinned before drawing (thin()), so a million-bar window
 // draws as a few thousand points with its extremes kept.
@@ -14,14 +15,17 @@ namespace dqntrader::report {
 struct Axis {
   std::string label;
   bool time = false;  // values are UTC milliseconds; ticks print as dates
-  bool log = false;   // a log10 axis (y only); values <= 0 are left out
+  bool log = false;   // a log10 axis; values <= 0 are left out
+  // A categorical axis (x only): the values are indices into categories, one tick each.
+  std::vector<std::string> categories = {};
 };
 
 struct Series {
-  std::string name;          // data-series attribute and legend label
-  std::string colour;        // CSS colour of the line
-  std::vector<double> x, y;  // equal lengths; a NaN y leaves a gap
-  bool steps = false;        // hold each value until the next x (positions)
+  std::string name;                    // data-series attribute and legend label
+  std::string colour;                  // CSS colour of the line
+  std::vector<double> x = {}, y = {};  // equal lengths; a NaN y leaves a gap
+  bool steps = false;                  // hold each value until the next x (positions)
+  bool points = false;                 // a scatter: one circle.point per finite point, no line
 };
 
 struct LineChart {
@@ -30,6 +34,7 @@ struct LineChart {
   Axis x, y;
   std::vector<Series> series;
   bool zero_line = false;  // draw y = 0 when it is in range
+  bool legend = true;      // a key per series above the plot
 };
 
 struct Histogram {

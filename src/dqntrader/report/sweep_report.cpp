@@ -1,0 +1,260 @@
+#include "dqntrader/report/sweep_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/report/report_parts.hpp"
+#include "dqntrader/report/svg_chart.hpp"
+#include "dqntrader/sweep/leaderboard.hpp"
+#include "dqntrader/sweep/sweep_plan.hpp"
+
+namespace dqntrader::report {
+
+namespace {
+
+constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+double number_or_nan(const nlohmann::json& v) {
+  return v.is_number() ? v.get<double>() : nan;
+}
+
+std::vector<std::pair<std::string, std::string>> settings_of(const nlohmann::json& settings,
+                                                             const std::vector<sweep::Axis>& axes) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const sweep::Axis& a : axes) {
+    const auto found = settings.find(a.setting);
+    out.emplace_back(a.setting, found == settings.end() ? "" : found->get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
+                                 const std::string& data_override) {
+  const sweep::SweepPlan plan = sweep::read_plan(dir);
+  SweepReport report;
+  report.directory = dir;
+  report.axes = plan.space.axes;
+  report.populations = plan.populations.size();
+  const nlohmann::json board = sweep::leaderboard_json(plan);
+  for (const nlohmann::json& m : board["members"]) {
+    SweepMemberRow row;
+    row.rank = m["rank"].get<std::size_t>();
+    row.member = m["run"].get<std::string>();
+    row.member = row.member.substr(row.member.find_last_of('/') + 1);
+    row.seed = m["seed"].get<std::uint64_t>();
+    row.settings = settings_of(m["settings"], report.axes);
+    row.status = m["status"].get<std::string>();
+    row.best_epoch = m["best_epoch"].get<std::size_t>();
+    row.validation_sharpe = number_or_nan(m["validation_sharpe"]);
+    const nlohmann::json& best = m["validation"];
+    row.total_return = best.contains("total_return") ? number_or_nan(best["total_return"]) : nan;
+    row.max_drawdown = best.contains("max_drawdown") ? number_or_nan(best["max_drawdown"]) : nan;
+    if (row.status != "pending" && row.status != "failed")
+      row.epochs = read_epochs(dir + "/" + m["run"].get<std::string>());
+    report.members.push_back(std::move(row));
+  }
+  for (const nlohmann::json& c : board["combinations"]) {
+    SweepCombinationRow row;
+    row.rank = c["rank"].get<std::size_t>();
+    row.members = c["members"].get<std::size_t>();
+    row.finished = c["finished"].get<std::size_t>();
+    row.settings = settings_of(c["settings"], report.axes);
+    row.mean = number_or_nan(c["validation_sharpe_mean"]);
+    row.stdev = number_or_nan(c["validation_sharpe_std"]);
+    row.minimum = number_or_nan(c["validation_sharpe_min"]);
+    report.combinations.push_back(std::move(row));
+  }
+  if (!report.members.empty() && std::isfinite(report.members.front().validation_sharpe)) {
+    report.has_best = true;
+    report.best = collect_run_report(
+        space, dir + "/" + board["members"][0]["run"].get<std::string>(), data_override);
+  }
+  return report;
+}
+
+namespace {
+
+constexpr const char* other_colour = "#aab3c2";
+
+std::string cell(double v) {
+  return escape_html(io::format_metric(v));
+}
+
+// Each swept setting against the members' best validation Sharpe: numbers on a linear axis
+// (a log axis for a log-uniform range, or values spanning more than a factor of 100 and all
+// positive), anything else (lists, words, network shapes) on a categorical axis in the order
+// the values first appear in the space.
+std::string setting_chart(const SweepReport& r, std::size_t a) {
+  const sweep::Axis& axis = r.axes[a];
+  LineChart chart;
+  chart.id = "setting-" + axis.setting;
+  chart.title = axis.setting + " against the best validation Sharpe of each member";
+  chart.x.label = axis.setting;
+  chart.y.label = "best validation Sharpe";
+  chart.legend = false;
+  std::vector<std::string> values;
+  for (const SweepMemberRow& m : r.members)
+    values.push_back(m.settings[a].second);
+  bool numeric = true;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  std::vector<double> x;
+  for (const std::string& v : values) {
+    std::size_t used = 0;
+    double d = nan;
+    try {
+      d = std::stod(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != v.size() || v.empty() || !std::isfinite(d)) {
+      numeric = false;
+      break;
+    }
+    x.push_back(d);
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+  }
+  if (numeric) {
+    chart.x.log = lo > 0 && (axis.log || hi > 100 * lo);
+    if (chart.x.log)
+      chart.x.label += " (log scale)";
+  } else {
+    // The categories in the order of the space's list (or of first appearance).
+    std::vector<std::string> categories = axis.values;
+    for (const std::string& v : values) {
+      if (std::find(categories.begin(), categories.end(), v) == categories.end())
+        categories.push_back(v);
+    }
+    x.clear();
+    for (const std::string& v : values) {
+      x.push_back(static_cast<double>(std::find(categories.begin(), categories.end(), v) -
+                                      categories.begin()));
+    }
+    chart.x.categories = categories;
+  }
+  Series best{"best", policy_colour, {}, {}, false, true};
+  Series others{"members", other_colour, {}, {}, false, true};
+  for (std::size_t i = 0; i < r.members.size(); ++i) {
+    Series& s = i == 0 ? best : others;
+    s.x.push_back(x[i]);
+    s.y.push_back(r.members[i].validation_sharpe);
+  }
+  chart.series = {others, best};
+  return render(chart);
+}
+
+}  // namespace
+
+std::string render_html(const SweepReport& r) {
+  std::ostringstream out;
+  out << document_head("dqntrader sweep report: " + r.directory);
+  std::size_t finished = 0;
+  for (const SweepMemberRow& m : r.members)
+    finished += std::isfinite(m.validation_sharpe) ? 1 : 0;
+  out << "<h1>dqntrader sweep report</h1>\n<p class=\"meta\">Sweep <code>"
+      << escape_html(r.directory) << "</code>: " << r.members.size() << " members ("
+      << r.combinations.size() << " combinations of settings times their seeds) in "
+      << r.populations << " populations; " << finished << " with results.";
+  if (!r.axes.empty()) {
+    out << " Swept:";
+    for (const sweep::Axis& a : r.axes) {
+      out << (&a == &r.axes.front() ? " " : "; ") << "<code>" << escape_html(a.setting)
+          << "</code>";
+    }
+    out << ".";
+  }
+  out << "</p>\n";
+
+  out << "<h2>Validation Sharpe of every member over its epochs</h2>\n";
+  {
+    LineChart chart;
+    chart.id = "member-sharpe";
+    chart.title = "Validation Sharpe per epoch: the best member in blue, the others in grey";
+    chart.x.label = "epoch";
+    chart.y.label = "validation Sharpe";
+    chart.legend = false;
+    // The others first, so that the best is drawn on top.
+    for (std::size_t i = r.members.size(); i-- > 0;) {
+      const SweepMemberRow& m = r.members[i];
+      if (m.epochs.empty())
+        continue;
+      Series s{m.member, i == 0 ? policy_colour : other_colour};
+      for (const EpochPoint& p : m.epochs) {
+        s.x.push_back(p.epoch);
+        s.y.push_back(p.validation_sharpe);
+      }
+      chart.series.push_back(std::move(s));
+    }
+    out << render(chart);
+  }
+
+  if (!r.axes.empty()) {
+    out << "<h2>Each swept setting against the validation Sharpe</h2>\n";
+    for (std::size_t a = 0; a < r.axes.size(); ++a)
+      out << setting_chart(r, a);
+  }
+
+  if (r.has_best) {
+    const SweepMemberRow& m = r.members.front();
+    out << "<h2>The best member on the validation window</h2>\n<p class=\"meta\">Member <code>"
+        << escape_html(m.member) << "</code> (seed " << m.seed;
+    for (const auto& [name, value] : m.settings)
+      out << ", " << escape_html(name) << " " << escape_html(value);
+    out << "), best policy from epoch " << r.best.best_epoch << "; network "
+        << escape_html(r.best.network) << "; validation bars " << r.best.first_bar << " .. "
+        << r.best.last_bar << ".</p>\n";
+    std::vector<double> time(r.best.timestamps_ms.begin(), r.best.timestamps_ms.end());
+    std::vector<EquityCurve> curves = {{"best member", policy_colour, &r.best.policy}};
+    for (const BaselineCurve& b : r.best.baselines) {
+      if (b.policy == "buy-and-hold")
+        curves.push_back({b.policy, baseline_colour(b.policy), &b.path});
+    }
+    out << equity_chart("best-equity", "Equity (E_0 = 1): the best member against buy-and-hold",
+                        curves, time);
+  }
+
+  out << "<h2>Leaderboard: members</h2>\n<p class=\"meta\">Ranked by the validation Sharpe of "
+         "each member's best epoch (leaderboard.csv and leaderboard.json hold every metric).</p>\n"
+      << "<table id=\"leaderboard\">\n<tr><th>rank</th><th>member</th><th>seed</th>";
+  for (const sweep::Axis& a : r.axes)
+    out << "<th>" << escape_html(a.setting) << "</th>";
+  out << "<th>status</th><th>best epoch</th><th>validation Sharpe</th><th>total return</th>"
+         "<th>max drawdown</th></tr>\n";
+  for (const SweepMemberRow& m : r.members) {
+    out << "<tr data-member=\"" << escape_html(m.member) << "\"><td class=\"value\">" << m.rank
+        << "</td><td>" << escape_html(m.member) << "</td><td class=\"value\">" << m.seed << "</td>";
+    for (const auto& setting : m.settings)
+      out << "<td>" << escape_html(setting.second) << "</td>";
+    out << "<td>" << escape_html(m.status) << "</td><td class=\"value\">" << m.best_epoch
+        << "</td><td class=\"value\">" << cell(m.validation_sharpe) << "</td><td class=\"value\">"
+        << escape_html(io::format_percent(m.total_return)) << "</td><td class=\"value\">"
+        << escape_html(io::format_percent(m.max_drawdown)) << "</td></tr>\n";
+  }
+  out << "</table>\n";
+
+  out << "<h2>Leaderboard: settings over their seeds</h2>\n<table id=\"combinations\">\n"
+      << "<tr><th>rank</th>";
+  for (const sweep::Axis& a : r.axes)
+    out << "<th>" << escape_html(a.setting) << "</th>";
+  out << "<th>members</th><th>mean Sharpe</th><th>std</th><th>min</th></tr>\n";
+  for (const SweepCombinationRow& c : r.combinations) {
+    out << "<tr data-rank=\"" << c.rank << "\"><td class=\"value\">" << c.rank << "</td>";
+    for (const auto& setting : c.settings)
+      out << "<td>" << escape_html(setting.second) << "</td>";
+    out << "<td class=\"value\">" << c.finished << " of " << c.members
+        << "</td><td class=\"value\">" << cell(c.mean) << "</td><td class=\"value\">"
+        << cell(c.stdev) << "</td><td class=\"value\">" << cell(c.minimum) << "</td></tr>\n";
+  }
+  out << "</table>\n</body>\n</html>\n";
+  return out.str();
+}
+
+}  // namespace dqntrader::report

@@ -1,0 +1,56 @@
+// The sweep report: one self-contained HTML file (inline CSS and SVG, no script, no external
+// resource) about a sweep directory (dqntrader sweep): every member's validation Sharpe over
+// its epochs, each swept setting against the members' best validation Sharpe (one scatter
+// chart per setting), the leaderboards (members and combinations of settings over their
+// seeds), and the best member's best policy on the validation window against buy-and-hold.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/report/run_report.hpp"
+#include "dqntrader/sweep/search_space.hpp"
+
+namespace dqntrader::report {
+
+struct SweepMemberRow {
+  std::size_t rank = 0;  // 1-based, as the leaderboard ranks it
+  std::string member;    // m-0000
+  std::uint64_t seed = 0;
+  std::vector<std::pair<std::string, std::string>> settings;  // the swept settings' values
+  std::string status;
+  std::size_t best_epoch = 0;
+  double validation_sharpe = 0, total_return = 0, max_drawdown = 0;  // of its best epoch
+  std::vector<EpochPoint> epochs;  // empty for a member that has not run
+};
+
+struct SweepCombinationRow {
+  std::size_t rank = 0, members = 0, finished = 0;
+  std::vector<std::pair<std::string, std::string>> settings;
+  double mean = 0, stdev = 0, minimum = 0;  // of its members' best validation Sharpe
+};
+
+struct SweepReport {
+  std::string directory;
+  std::vector<sweep::Axis> axes;  // the swept settings
+  std::size_t populations = 0;
+  std::vector<SweepMemberRow> members;            // best first
+  std::vector<SweepCombinationRow> combinations;  // best mean first
+  bool has_best = false;                          // a member finished: best holds its run's report
+  RunReport best;
+};
+
+/// Reads the sweep's plan (sweep.json) and its members' records (metrics.jsonl,
+/// timings.jsonl) and evaluates the best member's best policy and buy-and-hold on the
+/// validation window on the device (data_override as for a run report). InputError for a
+/// missing or malformed file.
+SweepReport collect_sweep_report(const ExecSpace& space, const std::string& directory,
+                                 const std::string& data_override = "");
+
+/// The HTML document.
+std::string render_html(const SweepReport& report);
+
+}  // namespace dqntrader::report
