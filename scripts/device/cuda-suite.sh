@@ -5,7 +5,8 @@
 # when set) into build/cuda (build/cuda-kokkos-4.6.01), then runs the steps named (default: the
 # first six). Logs go to $OUT (with --kokkos 4.6.01 under $OUT/kokkos-4.6.01/).
 #   scripts/device/cuda-suite.sh [--kokkos 4.6.01] [test] [gemm] [eval] [eval-peer] [train]
-#                                [train-peer] [sanitizer] [racecheck] [profile] [detail] [compare]
+#                                [train-peer] [pop] [pop-peer] [defaults] [sanitizer] [racecheck]
+#                                [profile] [detail] [compare]
 set -uo pipefail
 kokkos=3.4.01
 if [ "${1:-}" = --kokkos ]; then
@@ -83,6 +84,32 @@ if want train-peer; then
   for mode in "" "--graphs"; do
     PYTHONUNBUFFERED=1 python3 bench/peers/train_peer.py --steps 500 $mode 2>&1 | tee -a "$out/train_peer.jsonl"
   done
+fi
+if want pop; then
+  # POP-K: populations of K = 1 ... 64 on the EPOCH network and on the train defaults' network.
+  $build/bench/dqntrader_bench_train --benchmark_filter='train/POP-K/' \
+    --benchmark_out="$out/bench_pop.json" --benchmark_out_format=json >"$out/bench_pop.txt" 2>&1
+  grep "train/" "$out/bench_pop.txt"
+fi
+if want pop-peer; then
+  # The same populations in PyTorch (torch.func vmap, fused Adam, one CUDA graph a step).
+  PYTHONUNBUFFERED=1 python3 bench/peers/population_peer.py --graphs 2>&1 | tee -a "$out/pop_peer.jsonl"
+  PYTHONUNBUFFERED=1 python3 bench/peers/population_peer.py --graphs --hidden 128,128 --features 21 \
+    --batch 256 --envs 64 2>&1 | tee -a "$out/pop_peer.jsonl"
+fi
+if want defaults; then
+  # The main job's training run (the train defaults, seed 1) recorded (--graph-steps auto, the
+  # default) and launched step by step (0): epoch times, and the two runs' records compared.
+  dqn=$build/dqntrader
+  for graphs in auto 0; do
+    /usr/bin/time -f "wall %e s" "$dqn" train --seed 1 --graph-steps $graphs \
+      --out "$runs/defaults-$graphs" >"$out/defaults-$graphs.log" 2>&1
+    tail -n 1 "$out/defaults-$graphs.log"
+    python3 -c 'import json,sys; t=[json.loads(l) for l in open(sys.argv[1])]; print(sys.argv[2], "epoch train s:", " ".join("%.4f" % r["train_seconds"] for r in t), "validation s:", " ".join("%.4f" % r["validation_seconds"] for r in t))' \
+      "$runs/defaults-$graphs/timings.jsonl" "$graphs" | tee -a "$out/defaults.txt"
+  done
+  cmp "$runs/defaults-auto/metrics.jsonl" "$runs/defaults-0/metrics.jsonl" &&
+    echo "metrics.jsonl recorded and eager: identical" | tee -a "$out/defaults.txt"
 fi
 if want sanitizer; then
   # memcheck over every test that runs device code in this process (the learning runs, the
