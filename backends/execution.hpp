@@ -55,6 +55,10 @@ class SideStream {
 /// the host's available memory. What a sweep sizes its populations by.
 std::size_t free_memory();
 
+/// The accelerators this process can use: the CUDA devices it sees (callable before Kokkos is
+/// initialized), 1 on OpenMP. Which GPU a rank of a distributed sweep takes.
+int device_count();
+
 class CapturedWork {
  public:
   CapturedWork();

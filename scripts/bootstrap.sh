@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything dqntrader needs on a Debian 12 machine, from nothing:
 #   1. the Debian packages the build and the tests use, with --browser Chromium for the
-#      report test, with --bench the benchmark peers;
+#      report test, with --bench the benchmark peers, with --mpi OpenMPI (sweeps across
+#      ranks, DQNTRADER_ENABLE_MPI);
 #   2. Kokkos (and, for the OpenMP build, Kokkos Kernels): 3.4.01 from Debian's trilinos
 #      13.2.0 source package by default, or 4.6.01 from the upstream release tarballs in a
 #      local folder (--kokkos 4.6.01), patched (scripts/patches/kokkos-<version>-*.patch) and
@@ -25,6 +26,7 @@ Usage: scripts/bootstrap.sh [options]
   --no-apt           do not install Debian packages (check only that the tools exist)
   --bench            also install the benchmark peers (python3-torch, python3-numpy)
   --browser          also install Chromium (the suite renders a run report in it)
+  --mpi              also install OpenMPI (libopenmpi-dev, openmpi-bin) for DQNTRADER_ENABLE_MPI
   --jobs N           parallel build jobs (default 2)
   --print-prefix     print the installed prefix (for CMAKE_PREFIX_PATH) on stdout at the end
   -h, --help         this text
@@ -43,6 +45,7 @@ deps_dir=${DQNTRADER_DEPS_DIR:-${HOME}/.cache/dqntrader}
 use_apt=1
 bench=0
 browser=0
+mpi=0
 jobs=2
 print_prefix=0
 while [ $# -gt 0 ]; do
@@ -55,6 +58,7 @@ while [ $# -gt 0 ]; do
     --no-apt) use_apt=0 ;;
     --bench) bench=1 ;;
     --browser) browser=1 ;;
+    --mpi) mpi=1 ;;
     --jobs) jobs=$2; shift ;;
     --print-prefix) print_prefix=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -87,6 +91,7 @@ packages=(cmake ninja-build g++ make patch pkg-config libgtest-dev libbenchmark-
           libopenblas-openmp-dev libcli11-dev nlohmann-json3-dev dpkg-dev python3)
 [ "$bench" = 1 ] && packages+=(python3-torch python3-numpy)
 [ "$browser" = 1 ] && packages+=(chromium)
+[ "$mpi" = 1 ] && packages+=(libopenmpi-dev openmpi-bin)
 
 missing_packages() {
   local p

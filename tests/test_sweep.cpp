@@ -255,6 +255,9 @@ TEST_F(Sweep, AKilledSweepResumesBitwise) {
       << "a population that had finished ran again";
   EXPECT_EQ(json_file(m_dir / "killed" / "leaderboard.json"),
             json_file(m_dir / "straight" / "leaderboard.json"));
+  // The settings' columns keep the order of --set through sweep.json.
+  EXPECT_EQ(slurp(m_dir / "killed" / "leaderboard.csv"),
+            slurp(m_dir / "straight" / "leaderboard.csv"));
   for (std::size_t m = 0; m < 8; ++m) {
     char name[16];
     std::snprintf(name, sizeof name, "m-%04zu", m);

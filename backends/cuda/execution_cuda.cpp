@@ -139,4 +139,10 @@ std::size_t free_memory() {
   return free;
 }
 
+int device_count() {
+  int count = 0;
+  DQNTRADER_CUDA(cudaGetDeviceCount(&count));
+  return count;
+}
+
 }  // namespace dqntrader::exec

@@ -63,4 +63,8 @@ std::size_t free_memory() {
                                : 0;
 }
 
+int device_count() {
+  return 1;
+}
+
 }  // namespace dqntrader::exec

@@ -43,6 +43,7 @@ SPACK_NAME_OF = {
     "BLAS": "blas",
     "GTest": "googletest",
     "benchmark": "benchmark",
+    "MPI": "mpi",
 }
 
 OPTION_PREFIX = "DQNTRADER_ENABLE_"

@@ -4,6 +4,7 @@
 #include "dqntrader/cli/commands.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/version.hpp"
+#include "dqntrader/dist/dist.hpp"
 
 namespace dqntrader::cli {
 
@@ -15,6 +16,7 @@ Command add_info(CLI::App& app) {
     std::cout << "dqntrader " << DQNTRADER_VERSION << " (" << DQNTRADER_GIT_REVISION << ")\n"
               << "backend: " << gemm::backend_name() << "\n"
               << "matrix products: " << gemm::library_description() << "\n"
+              << "sweeps across ranks: " << dist::library_description() << "\n"
               << "Kokkos: " << compat::kokkos_version_string() << ", execution space "
               << ExecSpace::name() << ", concurrency " << space.concurrency() << "\n";
     Kokkos::print_configuration(std::cout, false);

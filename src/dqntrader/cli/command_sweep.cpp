@@ -11,6 +11,7 @@
 #include "dqntrader/cli/commands.hpp"
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/data/features.hpp"
+#include "dqntrader/dist/dist.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/sweep/search_space.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
@@ -82,7 +83,8 @@ Command add_sweep(CLI::App& app) {
   command.app = app.add_subcommand(
       "sweep",
       "train every combination of a search space's settings with every seed, members that "
-      "share their shapes trained together as populations on the device, and rank them");
+      "share their shapes trained together as populations on the device, and rank them (built "
+      "with MPI, under mpirun or srun: across ranks, one per GPU)");
   CLI::App* c = command.app;
   c->add_option("--set", options->sets,
                 "a setting to vary: NAME=V1,V2,... (the grid takes every value; a list "
@@ -134,7 +136,6 @@ Command add_sweep(CLI::App& app) {
           throw InputError("--resume continues the sweep as it was planned; drop " + o->get_name());
       }
       plan = sweep::read_plan(options->resume);
-      std::cerr << "dqntrader sweep: continuing " << plan.directory << "\n";
     } else {
       train::TrainConfig& base = options->config;
       if (!options->config_file.empty())
@@ -192,19 +193,31 @@ Command add_sweep(CLI::App& app) {
             exec::free_memory() / 10 * 8 / std::max<std::size_t>(bytes, 1), 1, kMostMembers);
       }
       plan = sweep::make_plan(base, space, base.out, most);
-      std::error_code error;
-      std::filesystem::create_directories(base.out, error);
-      if (error)
-        throw Error("cannot create the sweep directory '" + base.out + "': " + error.message());
-      sweep::write_plan(plan);
-      const std::size_t seeds = space.seeds.empty() ? 1 : space.seeds.size();
-      std::cerr << "dqntrader sweep: " << plan.members.size() << " members ("
-                << plan.combinations.size() << " combinations x " << seeds << " seeds) in "
-                << plan.populations.size() << " populations of at most " << plan.most
-                << " members; " << plan.directory << "\n";
     }
-    sweep::run_sweep(space, plan, std::cerr);
-    print_leaders(plan, std::cerr);
+    // Every rank has planned the same sweep (under MPI; one rank otherwise): rank 0's plan is
+    // kept, and only rank 0 writes it.
+    const bool resuming = !options->resume.empty();
+    plan = dist::share_plan(plan, [resuming](const sweep::SweepPlan& first) {
+      if (resuming) {
+        std::cerr << "dqntrader sweep: continuing " << first.directory << "\n";
+        return;
+      }
+      std::error_code error;
+      std::filesystem::create_directories(first.directory, error);
+      if (error) {
+        throw Error("cannot create the sweep directory '" + first.directory +
+                    "': " + error.message());
+      }
+      sweep::write_plan(first);
+      const std::size_t seeds = first.space.seeds.empty() ? 1 : first.space.seeds.size();
+      std::cerr << "dqntrader sweep: " << first.members.size() << " members ("
+                << first.combinations.size() << " combinations x " << seeds << " seeds) in "
+                << first.populations.size() << " populations of at most " << first.most
+                << " members; " << first.directory << "\n";
+    });
+    dist::run_sweep(space, plan, std::cerr);
+    if (dist::ranks().rank == 0)
+      print_leaders(plan, std::cerr);
   };
   return command;
 }

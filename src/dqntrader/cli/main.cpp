@@ -12,6 +12,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/version.hpp"
+#include "dqntrader/dist/dist.hpp"
 
 namespace {
 
@@ -53,11 +54,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   const std::vector<dqntrader::cli::Command> commands = {
-      dqntrader::cli::add_info(app),  dqntrader::cli::add_synth(app),
-      dqntrader::cli::add_cache(app), dqntrader::cli::add_backtest(app),
-      dqntrader::cli::add_train(app), dqntrader::cli::add_sweep(app),
-      dqntrader::cli::add_settings(app),
-      dqntrader::cli::add_report(app)};
+      dqntrader::cli::add_info(app),     dqntrader::cli::add_synth(app),
+      dqntrader::cli::add_cache(app),    dqntrader::cli::add_backtest(app),
+      dqntrader::cli::add_train(app),    dqntrader::cli::add_sweep(app),
+      dqntrader::cli::add_settings(app), dqntrader::cli::add_report(app)};
 
   try {
     app.parse(argc, argv);
@@ -67,6 +67,16 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // A sweep may run as many ranks under mpirun or srun (with MPI built in): MPI starts
+    // before Kokkos, and each rank takes the GPU of its node-local rank unless --device says.
+    bool sweep = false;
+    for (const dqntrader::cli::Command& command : commands)
+      sweep = sweep || (command.app->parsed() && command.app->get_name() == "sweep");
+    const dqntrader::dist::Session session(&argc, &argv, sweep);
+    const dqntrader::dist::Ranks& ranks = dqntrader::dist::ranks();
+    if (ranks.size > 1 && kokkos_options.device_id < 0) {
+      kokkos_options.device_id = dqntrader::dist::device_of(ranks, dqntrader::exec::device_count());
+    }
     for (const dqntrader::cli::Command& command : commands) {
       if (command.app->parsed())
         run(kokkos_options, command);

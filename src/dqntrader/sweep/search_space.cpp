@@ -129,11 +129,14 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
   if (!j.is_object())
     throw bad("expected a JSON object (seeds, random, random_seed, set, base)");
   SearchSpace space;
+  std::vector<std::string> order;
   for (const auto& item : j.items()) {
     const std::string& key = item.key();
     const nlohmann::json& v = item.value();
     try {
-      if (key == "seeds") {
+      if (key == "order") {
+        order = v.get<std::vector<std::string>>();
+      } else if (key == "seeds") {
         if (v.is_string()) {
           space.seeds = parse_seeds(v.get<std::string>());
         } else if (v.is_array() && !v.empty()) {
@@ -181,7 +184,8 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
           space.axes.push_back(parse_axis(text));
         }
       } else {
-        throw bad("unknown key \"" + key + "\" (expected seeds, random, random_seed, set, base)");
+        throw bad("unknown key \"" + key +
+                  "\" (expected seeds, random, random_seed, set, order, base)");
       }
     } catch (const nlohmann::json::exception& e) {
       throw bad("\"" + key + "\": " + e.what());
@@ -190,6 +194,22 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
         throw;
       throw bad(e.what());
     }
+  }
+  if (!order.empty()) {
+    // The axes in the order given (the order of --set on the command line, as sweep.json
+    // keeps it); without one, in the order of the names.
+    std::vector<Axis> ordered;
+    for (const std::string& name : order) {
+      const auto found = std::find_if(space.axes.begin(), space.axes.end(),
+                                      [&](const Axis& a) { return a.setting == name; });
+      if (found == space.axes.end() || std::count(order.begin(), order.end(), name) != 1) {
+        throw bad("\"order\" must name every setting of \"set\" once; " + name + " is not one");
+      }
+      ordered.push_back(*found);
+    }
+    if (ordered.size() != space.axes.size())
+      throw bad("\"order\" must name every setting of \"set\" once");
+    space.axes = ordered;
   }
   return space;
 }
@@ -216,7 +236,10 @@ nlohmann::json to_json(const SearchSpace& space) {
       set[a.setting] = a.values;
     }
   }
-  nlohmann::json j = {{"seeds", space.seeds}, {"set", set}, {"base", space.base}};
+  nlohmann::json order = nlohmann::json::array();
+  for (const Axis& a : space.axes)
+    order.push_back(a.setting);
+  nlohmann::json j = {{"seeds", space.seeds}, {"set", set}, {"order", order}, {"base", space.base}};
   if (space.random > 0) {
     j["random"] = space.random;
     j["random_seed"] = space.random_seed;

@@ -13,8 +13,10 @@
 // The same space as a JSON file (--space FILE.json):
 //   {"seeds": [1, 2] or "1-8", "random": 20, "random_seed": 1,
 //    "set": {"learning-rate": [0.0001, 0.001], "gamma": {"low": 0.9, "high": 0.99, "log": false}},
-//    "base": {"epochs": 4}}
-// where "base" holds shared settings as a --config file does (flags given override them).
+//    "base": {"epochs": 4}, "order": ["gamma", "learning-rate"]}
+// where "base" holds shared settings as a --config file does (flags given override them) and
+// the optional "order" the order of the settings in the leaderboards (by default, by name; the
+// order of --set on the command line, which sweep.json keeps).
 #pragma once
 
 #include <cstddef>

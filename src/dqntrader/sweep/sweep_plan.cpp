@@ -153,7 +153,7 @@ MemberResult member_result(const train::RunResult& result) {
   return r;
 }
 
-void write_plan(const SweepPlan& plan) {
+nlohmann::json plan_json(const SweepPlan& plan) {
   nlohmann::json combinations = nlohmann::json::array();
   for (const Combination& c : plan.combinations) {
     nlohmann::json values = nlohmann::json::object();
@@ -177,11 +177,14 @@ void write_plan(const SweepPlan& plan) {
                            {"checkpoints", p.checkpoints},
                            {"finished", p.finished}});
   }
-  const nlohmann::json j = {{"format", "dqntrader sweep 1"}, {"base", plan.base},
-                            {"space", to_json(plan.space)},  {"population_size", plan.most},
-                            {"combinations", combinations},  {"members", members},
-                            {"populations", populations}};
-  io::write_file_atomically(plan.directory + "/sweep.json", j.dump(2) + "\n");
+  return {{"format", "dqntrader sweep 1"}, {"base", plan.base},
+          {"space", to_json(plan.space)},  {"population_size", plan.most},
+          {"combinations", combinations},  {"members", members},
+          {"populations", populations}};
+}
+
+void write_plan(const SweepPlan& plan) {
+  io::write_file_atomically(plan.directory + "/sweep.json", plan_json(plan).dump(2) + "\n");
 }
 
 SweepPlan read_plan(const std::string& directory) {
@@ -190,8 +193,18 @@ SweepPlan read_plan(const std::string& directory) {
   if (!in)
     throw InputError(path, 0, 0,
                      std::string("cannot open (not a sweep directory?): ") + std::strerror(errno));
+  nlohmann::json j;
   try {
-    const nlohmann::json j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path, 0, 0, std::string("not valid JSON: ") + e.what());
+  }
+  return plan_from_json(j, directory, path);
+}
+
+SweepPlan plan_from_json(const nlohmann::json& j, const std::string& directory,
+                         const std::string& path) {
+  try {
     if (j.value("format", std::string()) != "dqntrader sweep 1")
       throw InputError(path, 0, 0, "not a sweep plan of this dqntrader");
     SweepPlan plan;

@@ -72,6 +72,10 @@ train::TrainConfig member_config(const SweepPlan& plan, std::size_t member);
 /// Writes DIR/sweep.json atomically; reads it back (InputError naming the file).
 void write_plan(const SweepPlan& plan);
 SweepPlan read_plan(const std::string& directory);
+/// The plan as sweep.json holds it, and back (source names it in an InputError).
+nlohmann::json plan_json(const SweepPlan& plan);
+SweepPlan plan_from_json(const nlohmann::json& json, const std::string& directory,
+                         const std::string& source);
 
 /// What a population's run gives its members' entries in the plan.
 MemberResult member_result(const train::RunResult& result);

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "dqntrader/core/error.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/train/training_run.hpp"
 
@@ -41,11 +42,18 @@ std::vector<MemberResult> run_planned_population(
   train::ResumeOptions resume;
   resume.resume = !train::checkpoint_paths(options.checkpoints).empty();
   std::ostringstream log;
-  const std::vector<train::RunResult> results =
-      train::run_population(space, members, options, log, resume);
   std::vector<MemberResult> out;
-  for (const train::RunResult& r : results)
-    out.push_back(member_result(r));
+  try {
+    for (const train::RunResult& r : train::run_population(space, members, options, log, resume))
+      out.push_back(member_result(r));
+  } catch (const InputError& e) {
+    // The population cannot train (its data or settings): its members fail, the sweep goes on.
+    MemberResult failed;
+    failed.status = "failed";
+    failed.validation_sharpe = failed.last_sharpe = std::nan("");
+    failed.failure = e.what();
+    out.assign(population.members.size(), failed);
+  }
   return out;
 }
 

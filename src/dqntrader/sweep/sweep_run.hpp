@@ -17,7 +17,9 @@ namespace dqntrader::sweep {
 
 /// Trains population p of plan (continuing from its checkpoints when it has any) and returns
 /// its members' results, in the population's member order. Writes only the members' run
-/// directories and the population's checkpoints; on_epoch (if given) after each epoch.
+/// directories and the population's checkpoints; on_epoch (if given) after each epoch. A
+/// population that cannot train (InputError: its data or settings) gives every member the
+/// status failed, with the message; device and file-system failures are thrown.
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
     const std::function<void(std::size_t epoch, std::size_t epochs)>& on_epoch = {});

@@ -23,6 +23,11 @@ class Dqntrader(CMakePackage, CudaPackage):
         description="Matrix products through Kokkos Kernels and a BLAS on Kokkos' OpenMP "
         "execution space",
     )
+    variant(
+        "mpi",
+        default=False,
+        description="Sweeps across ranks under mpirun or srun (dqntrader sweep), one rank per GPU",
+    )
     variant("tests", default=False, description="Build the GoogleTest suite")
     variant(
         "benchmarks",
@@ -50,6 +55,7 @@ class Dqntrader(CMakePackage, CudaPackage):
     depends_on("googletest", when="+tests")
     depends_on("googletest", type="test")  # spack install --test=root builds and runs the suite
     depends_on("benchmark", when="+benchmarks")
+    depends_on("mpi", when="+mpi")
 
     with when("+openmp"):
         # OpenMP must be Kokkos' default execution space, which it is not next to CUDA.
@@ -88,6 +94,7 @@ class Dqntrader(CMakePackage, CudaPackage):
             self.define_from_variant("DQNTRADER_ENABLE_OPENMP", "openmp"),
             self.define_from_variant("DQNTRADER_ENABLE_TESTS", "tests"),
             self.define_from_variant("DQNTRADER_ENABLE_BENCHMARKS", "benchmarks"),
+            self.define_from_variant("DQNTRADER_ENABLE_MPI", "mpi"),
         ]
         if spec.satisfies("+cuda"):
             # Kokkos' CUDA build compiles through its nvcc_wrapper.

@@ -1,0 +1,30 @@
+// dist/ without MPI: one rank.
+#include "dqntrader/dist/dist.hpp"
+#include "dqntrader/sweep/sweep_run.hpp"
+
+namespace dqntrader::dist {
+
+Session::Session(int*, char***, bool) : m_started(false) {}
+
+Session::~Session() = default;
+
+std::string library_description() {
+  return "none (built without DQNTRADER_ENABLE_MPI: one rank)";
+}
+
+const Ranks& ranks() {
+  static const Ranks one;
+  return one;
+}
+
+sweep::SweepPlan share_plan(const sweep::SweepPlan& plan,
+                            const std::function<void(const sweep::SweepPlan&)>& write_first) {
+  write_first(plan);
+  return plan;
+}
+
+void run_sweep(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& log) {
+  sweep::run_sweep(space, plan, log);
+}
+
+}  // namespace dqntrader::dist

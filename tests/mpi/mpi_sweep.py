@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""dqntrader sweep under mpiexec, against the same sweep on one rank.
+
+    mpi_sweep.py DQNTRADER_CLI FAILING_IO_LIBRARY WORK_DIR
+
+1. A sweep of 8 members in 4 populations on 2 ranks (one thread each) ends with the
+   leaderboard, sweep.json and every member's run directory bitwise those of one rank (the
+   paths of the output directory aside).
+2. The same sweep with one rank stopped at the rename of the last population's second
+   checkpoint (tests/tools/failing_io.c raises SIGSTOP there) and killed: mpiexec ends with a
+   failure; --resume on 2 ranks finishes, equals the uninterrupted sweep bitwise, and runs
+   exactly the populations sweep.json did not record as finished (their members' files are
+   not written again).
+3. Ranks given different output directories (as on file systems they do not share) fail at
+   the start with a message naming the problem and leave nothing behind.
+
+Runs as root with OpenMPI's consent variables; --oversubscribe lets 2 ranks share 2 cores.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+FILES = ("metrics.jsonl", "best.dqnpolicy", "last.dqnpolicy", "final_metrics.json",
+         "baselines.json", "config.json")
+
+
+def fail(message):
+    sys.exit("mpi_sweep: FAIL: " + message)
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    cli, failing_io, work = sys.argv[1:]
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        fail("no mpiexec on PATH (Debian: openmpi-bin)")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMP_PROC_BIND="false")
+    bars = os.path.join(work, "bars.dqnbars")
+    subprocess.run([cli, "synth", "--bars", "3000", "--seed", "4", "--out", bars], check=True,
+                   env=env, stdout=subprocess.DEVNULL)
+    sweep = ["--threads", "1", "sweep", "--data", bars, "--epochs", "3", "--steps-per-epoch",
+             "60", "--learning-starts", "256", "--environments", "16", "--batch-size", "32",
+             "--replay-capacity", "4096", "--probe-batch", "32", "--hidden", "16", "--seeds",
+             "1-2", "--set", "learning-rate=1e-4,1e-3", "--set", "gamma=0.9,0.99",
+             "--population", "2"]
+
+    def mpi(ranks, arguments, extra_env=None, timeout=300):
+        command = [mpiexec, "--oversubscribe", "-n", str(ranks), cli] + arguments
+        return subprocess.run(command, env=dict(env, **(extra_env or {})), capture_output=True,
+                              text=True, timeout=timeout)
+
+    def run_ok(ranks, arguments):
+        done = mpi(ranks, arguments)
+        if done.returncode != 0:
+            fail("%s exited %d:\n%s" % (" ".join(arguments[-4:]), done.returncode, done.stderr))
+        return done
+
+    def same_results(a, b, what):
+        """Leaderboards, plans and member run directories of sweeps a and b are equal."""
+        def load(path):
+            with open(path) as f:
+                return json.load(f)
+        if load(os.path.join(a, "leaderboard.json")) != load(os.path.join(b, "leaderboard.json")):
+            fail(what + ": leaderboard.json differs")
+        with open(os.path.join(a, "leaderboard.csv"), "rb") as fa, \
+                open(os.path.join(b, "leaderboard.csv"), "rb") as fb:
+            if fa.read() != fb.read():
+                fail(what + ": leaderboard.csv differs")
+        plan_a, plan_b = load(os.path.join(a, "sweep.json")), load(os.path.join(b, "sweep.json"))
+        plan_a["base"].pop("out"), plan_b["base"].pop("out")
+        if plan_a != plan_b:
+            fail(what + ": sweep.json differs")
+        members = sorted(os.listdir(os.path.join(a, "members")))
+        if members != sorted(os.listdir(os.path.join(b, "members"))) or len(members) != 8:
+            fail(what + ": the member directories differ: %s" % members)
+        for m in members:
+            for name in FILES:
+                pa, pb = (os.path.join(d, "members", m, name) for d in (a, b))
+                if name == "config.json":
+                    ca, cb = load(pa), load(pb)
+                    ca.pop("out"), cb.pop("out")
+                    equal = ca == cb
+                else:
+                    with open(pa, "rb") as fa, open(pb, "rb") as fb:
+                        equal = fa.read() == fb.read()
+                if not equal:
+                    fail("%s: members/%s/%s differs" % (what, m, name))
+
+    # 1. Two ranks against one.
+    one, two = os.path.join(work, "one"), os.path.join(work, "two")
+    run_ok(1, sweep + ["--out", one])
+    started = time.monotonic()
+    done = run_ok(2, sweep + ["--out", two])
+    two_seconds = time.monotonic() - started
+    same_results(one, two, "2 ranks against 1")
+    if "2 ranks; 4 populations (" not in done.stderr:
+        fail("rank 0 did not report its hand-out:\n" + done.stderr)
+    overhead = [line for line in done.stderr.splitlines() if "hand-out and records" in line]
+    print("mpi_sweep: 2 ranks equal 1 rank bitwise (%.1f s); %s" % (two_seconds, overhead[0]))
+
+    # 2. A rank killed inside the last population, then --resume on two ranks.
+    killed = os.path.join(work, "killed")
+    stop = {"LD_PRELOAD": failing_io, "ASAN_OPTIONS": "verify_asan_link_order=0",
+            "DQNTRADER_STOP_PATH": "p-003/checkpoint-", "DQNTRADER_STOP_OP": "rename",
+            "DQNTRADER_STOP_AFTER": "1"}
+    command = [mpiexec, "--oversubscribe", "-n", "2", cli] + sweep + ["--out", killed]
+    job = subprocess.Popen(command, env=dict(env, **stop), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    stopped = None
+    deadline = time.monotonic() + 240  # a safety net for a broken run, never a measurement
+    while stopped is None and time.monotonic() < deadline and job.poll() is None:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmdline = f.read().split(b"\0")
+            except OSError:
+                continue
+            if state == "T" and cli.encode() in cmdline and killed.encode() in cmdline:
+                stopped = int(pid)
+                break
+        time.sleep(0.01)
+    if stopped is None:
+        job.kill()
+        fail("no rank stopped at the last population's checkpoint:\n" + job.communicate()[1])
+    os.kill(stopped, signal.SIGKILL)
+    try:
+        _, err = job.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        fail("mpiexec did not end after a rank was killed")
+    if job.returncode == 0:
+        fail("mpiexec succeeded although a rank was killed")
+    with open(os.path.join(killed, "sweep.json")) as f:
+        recorded = json.load(f)
+    finished = [p for p in recorded["populations"] if p["finished"]]
+    if any(p["id"] == 3 for p in finished):
+        fail("the killed population is recorded as finished")
+    kept = {}
+    for p in finished:
+        for m in p["members"]:
+            path = os.path.join(killed, recorded["members"][m]["run"], "metrics.jsonl")
+            kept[path] = os.stat(path).st_mtime_ns
+    resumed = run_ok(2, ["--threads", "1", "sweep", "--resume", killed])
+    ran = [line for line in resumed.stderr.splitlines() if line.startswith("population ")]
+    if len(ran) != 4 - len(finished):
+        fail("--resume ran %d populations where %d had not finished:\n%s"
+             % (len(ran), 4 - len(finished), resumed.stderr))
+    for path, mtime in kept.items():
+        if os.stat(path).st_mtime_ns != mtime:
+            fail("a finished population ran again: %s was written" % path)
+    same_results(one, killed, "killed and resumed against uninterrupted")
+    print("mpi_sweep: a rank killed in population 4 of 4 (%d finished before): --resume ran %d "
+          "and equals the uninterrupted sweep bitwise" % (len(finished), len(ran)))
+
+    # 3. Ranks that do not share the output directory.
+    a, b = os.path.join(work, "a", "sweep"), os.path.join(work, "b", "sweep")
+    os.makedirs(os.path.dirname(a))
+    os.makedirs(os.path.dirname(b))
+    command = [mpiexec, "--oversubscribe", "-n", "1", cli] + sweep + ["--out", a, ":", "-n", "1",
+                                                                      cli] + sweep + ["--out", b]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode == 0:
+        fail("ranks with different output directories ran")
+    if "not one directory on every rank: rank 1" not in done.stderr:
+        fail("the failure does not say what is wrong:\n" + done.stderr)
+    if os.path.exists(a) or os.path.exists(b):
+        fail("ranks with different output directories left %s behind"
+             % [p for p in (a, b) if os.path.exists(p)])
+    print("mpi_sweep: ranks that do not share the output directory fail at the start, "
+          "leaving nothing")
+
+
+if __name__ == "__main__":
+    main()
