@@ -40,7 +40,8 @@ struct Workload {
   std::size_t batch, steps, environments, validation_bars, training_bars;
 };
 
-void run_epochs(benchmark::State& state, const Workload& w, std::size_t graph_steps) {
+// The benchmarks' stream, released before Kokkos finalizes.
+exec::StreamSpace& stream_space() {
   static std::unique_ptr<exec::StreamSpace> stream;
   static const bool hooked = [] {
     Kokkos::push_finalize_hook([] { stream.reset(); });
@@ -49,6 +50,10 @@ void run_epochs(benchmark::State& state, const Workload& w, std::size_t graph_st
   (void)hooked;
   if (!stream)
     stream = std::make_unique<exec::StreamSpace>();
+  return *stream;
+}
+
+void run_epochs(benchmark::State& state, const Workload& w, std::size_t graph_steps) {
   train::TrainConfig config;
   config.hidden = w.hidden;
   config.batch_size = w.batch;
@@ -74,7 +79,7 @@ void run_epochs(benchmark::State& state, const Workload& w, std::size_t graph_st
   synth.seed = 7;
   synth.interval_ms = 60000;
   const data::Bars bars = data::generate_bars(synth);
-  train::DqnTrainer trainer(stream->space(), config, bars);
+  train::DqnTrainer trainer(stream_space().space(), config, bars);
   trainer.run_epoch();  // warm-up: first launches, the validation graph's capture
   double train_seconds = 0, validation_seconds = 0, epochs = 0;
   for (auto _ : state) {
@@ -117,14 +122,6 @@ double step_flops(const train::TrainConfig& c, std::size_t inputs) {
 }
 
 void run_population(benchmark::State& state, const PopulationWorkload& w, std::size_t k) {
-  static std::unique_ptr<exec::StreamSpace> stream;
-  static const bool hooked = [] {
-    Kokkos::push_finalize_hook([] { stream.reset(); });
-    return true;
-  }();
-  (void)hooked;
-  if (!stream)
-    stream = std::make_unique<exec::StreamSpace>();
   train::TrainConfig config;
   if (!w.hidden.empty()) {
     config.hidden = w.hidden;
@@ -155,7 +152,7 @@ void run_population(benchmark::State& state, const PopulationWorkload& w, std::s
     members[m].seed = 1 + m;
   Kokkos::fence();
   const double free_before = static_cast<double>(exec::free_memory());
-  train::DqnTrainer trainer(stream->space(), members, bars);
+  train::DqnTrainer trainer(stream_space().space(), members, bars);
   trainer.run_epoch();  // warm-up: first launches, the recorded cycle and validation graph
   const double free_after = static_cast<double>(exec::free_memory());
   double train_seconds = 0, validation_seconds = 0, epochs = 0;

@@ -45,13 +45,8 @@ class Cli : public ::testing::Test {
     const std::string command = environment + " " + std::string(DQNTRADER_CLI_PATH) + " " +
                                 arguments + " >" + out + " 2>" + err;
     const int status = std::system(command.c_str());
-    auto slurp = [](const std::string& file) {
-      std::ifstream in(file);
-      std::stringstream s;
-      s << in.rdbuf();
-      return s.str();
-    };
-    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, testing::slurp(out),
+                  testing::slurp(err)};
   }
 
   fs::path m_dir;

@@ -262,12 +262,7 @@ TEST(PopulationPasses, TheGuardRestoresOnlyTheFaultyMember) {
   EXPECT_EQ(counters(2).restores, 0);
 }
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::slurp;
 
 std::vector<nlohmann::json> records(const fs::path& path) {
   std::vector<nlohmann::json> out;

@@ -6,7 +6,10 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,14 @@ inline std::uint64_t test_seed() {
 
 inline std::string seed_note(std::uint64_t seed) {
   return "replay with DQNTRADER_TEST_SEED=" + std::to_string(seed);
+}
+
+/// A whole file's bytes ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 /// Values uniform in [-1, -0.05] U [0.05, 1]: never zero, both signs.

@@ -29,17 +29,6 @@ void write_output(const std::string& path, const std::string& text) {
 
 namespace {
 
-// A metric's value as the table prints it.
-std::string metric_text(const nlohmann::json& v) {
-  if (v.is_null())
-    return "nan";
-  if (v.is_string())
-    return v.get<std::string>();
-  if (v.is_number_integer())
-    return std::to_string(v.get<long long>());
-  return io::format_metric(v.get<double>());
-}
-
 // One column per policy, one row per metric.
 std::string metrics_table(const std::vector<std::string>& names,
                           const std::vector<eval::WindowMetrics>& metrics) {
@@ -65,7 +54,7 @@ std::string metrics_table(const std::vector<std::string>& names,
     out << cell;
     for (std::size_t k = 0; k < names.size(); ++k) {
       std::snprintf(cell, sizeof cell, " %*s", static_cast<int>(widths[k]),
-                    metric_text(values[k].at(definitions[i].key)).c_str());
+                    io::metric_text(values[k].at(definitions[i].key)).c_str());
       out << cell;
     }
     out << "\n";

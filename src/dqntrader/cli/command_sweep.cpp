@@ -12,6 +12,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/dist/dist.hpp"
+#include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/sweep/search_space.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
@@ -23,14 +24,6 @@ namespace dqntrader::cli {
 namespace {
 
 constexpr std::size_t kMostMembers = 64;
-
-std::string fixed(double v, int digits) {
-  if (!std::isfinite(v))
-    return "nan";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
-  return buffer;
-}
 
 // The best rows of the leaderboards, for the sweep's last lines.
 void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
@@ -46,8 +39,9 @@ void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
     const auto& m = board["members"][i];
     const double sharpe =
         m["validation_sharpe"].is_number() ? m["validation_sharpe"].get<double>() : std::nan("");
-    out << "  " << m["rank"] << ". " << fixed(sharpe, 3) << "  " << m["run"].get<std::string>()
-        << "  seed " << m["seed"] << "  " << settings(m["settings"]) << "\n";
+    out << "  " << m["rank"] << ". " << io::format_fixed(sharpe, 3) << "  "
+        << m["run"].get<std::string>() << "  seed " << m["seed"] << "  " << settings(m["settings"])
+        << "\n";
   }
   if (!plan.space.axes.empty()) {
     out << "best settings (mean validation Sharpe over their seeds, std, min):\n";
@@ -56,10 +50,10 @@ void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
       auto number = [](const nlohmann::json& v) {
         return v.is_number() ? v.get<double>() : std::nan("");
       };
-      out << "  " << c["rank"] << ". " << fixed(number(c["validation_sharpe_mean"]), 3) << " ("
-          << fixed(number(c["validation_sharpe_std"]), 3) << ", "
-          << fixed(number(c["validation_sharpe_min"]), 3) << ")  " << settings(c["settings"])
-          << "\n";
+      out << "  " << c["rank"] << ". " << io::format_fixed(number(c["validation_sharpe_mean"]), 3)
+          << " (" << io::format_fixed(number(c["validation_sharpe_std"]), 3) << ", "
+          << io::format_fixed(number(c["validation_sharpe_min"]), 3) << ")  "
+          << settings(c["settings"]) << "\n";
     }
   }
   out << "leaderboards: " << plan.directory << "/leaderboard.csv and " << plan.directory

@@ -1,7 +1,12 @@
 #include "dqntrader/io/metrics_json.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "dqntrader/core/error.hpp"
 
 namespace dqntrader::io {
 
@@ -80,6 +85,35 @@ std::string format_percent(double fraction) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%+.3g%%", 100.0 * fraction);
   return buffer;
+}
+
+std::string format_fixed(double value, int digits) {
+  if (std::isnan(value))
+    return "nan";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+std::string metric_text(const nlohmann::json& v) {
+  if (v.is_null())
+    return "nan";
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_number_integer())
+    return std::to_string(v.get<long long>());
+  return format_metric(v.get<double>());
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(path, 0, 0, std::string("cannot open: ") + std::strerror(errno));
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path, 0, 0, std::string("not valid JSON: ") + e.what());
+  }
 }
 
 }  // namespace dqntrader::io

@@ -29,4 +29,14 @@ std::string format_metric(double value, int precision = 6);
 /// "+1.46e+05%"; "nan" and "+inf%" for what is not a number or infinite.
 std::string format_percent(double fraction);
 
+/// value with digits decimals ("%.*f"), "nan" for NaN: for progress lines.
+std::string format_fixed(double value, int digits);
+
+/// A metric's JSON value as json_number writes it, as tables print it: "nan" for null, the
+/// string as written ("inf"), an integer as an integer, a number by format_metric.
+std::string metric_text(const nlohmann::json& value);
+
+/// A JSON file, parsed; InputError naming the file when it cannot be opened or is not JSON.
+nlohmann::json read_json_file(const std::string& path);
+
 }  // namespace dqntrader::io

@@ -27,7 +27,4 @@ struct EquityCurve {
 std::string equity_chart(const std::string& id, const std::string& title,
                          const std::vector<EquityCurve>& curves, const std::vector<double>& time);
 
-/// A metric as written by io::json_number: "nan" for null, "inf" as written, else formatted.
-std::string metric_text(const nlohmann::json& value);
-
 }  // namespace dqntrader::report

@@ -226,16 +226,6 @@ circle.point { fill-opacity: 0.8; }
 
 }  // namespace
 
-std::string metric_text(const nlohmann::json& v) {
-  if (v.is_null())
-    return "nan";
-  if (v.is_string())
-    return v.get<std::string>();
-  if (v.is_number_integer())
-    return std::to_string(v.get<long long>());
-  return io::format_metric(v.get<double>());
-}
-
 std::string document_head(const std::string& title) {
   return std::string("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n") +
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" +
@@ -346,8 +336,9 @@ std::string render_html(const RunReport& r) {
   const io::MetricDefinition* definitions = io::metric_definitions(count);
   for (std::size_t i = 0; i < count; ++i) {
     out << "<tr data-metric=\"" << definitions[i].key << "\"><td>" << definitions[i].key
-        << "</td><td class=\"value\">" << escape_html(metric_text(values.at(definitions[i].key)))
-        << "</td><td>" << escape_html(definitions[i].definition) << "</td></tr>\n";
+        << "</td><td class=\"value\">"
+        << escape_html(io::metric_text(values.at(definitions[i].key))) << "</td><td>"
+        << escape_html(definitions[i].definition) << "</td></tr>\n";
   }
   out << "</table>\n";
 

@@ -10,6 +10,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/random.hpp"
+#include "dqntrader/io/metrics_json.hpp"
 
 namespace dqntrader::sweep {
 
@@ -215,16 +216,7 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
 }
 
 SearchSpace read_space(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, 0, 0, std::string("cannot open: ") + std::strerror(errno));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path, 0, 0, std::string("not valid JSON: ") + e.what());
-  }
-  return space_from_json(j, path);
+  return space_from_json(io::read_json_file(path), path);
 }
 
 nlohmann::json to_json(const SearchSpace& space) {

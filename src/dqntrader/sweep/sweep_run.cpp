@@ -10,22 +10,13 @@
 #include <sstream>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::sweep {
 
-namespace {
-
-std::string fixed(double v, int digits) {
-  if (!std::isfinite(v))
-    return "nan";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
-  return buffer;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
@@ -88,8 +79,9 @@ std::string population_line(const SweepPlan& plan, std::size_t p, double seconds
     line << ", " << stopped << " stopped early";
   if (failed > 0)
     line << ", " << failed << " failed";
-  line << "); best validation Sharpe " << fixed(plan.members[best].result.validation_sharpe, 3)
-       << " (" << plan.members[best].run << "); " << fixed(seconds, 1) << " s; sweep "
+  line << "); best validation Sharpe "
+       << io::format_fixed(plan.members[best].result.validation_sharpe, 3) << " ("
+       << plan.members[best].run << "); " << io::format_fixed(seconds, 1) << " s; sweep "
        << members_done << "/" << plan.members.size() << " members, " << done << "/"
        << plan.populations.size() << " populations";
   return line.str();

@@ -18,9 +18,9 @@ namespace dqntrader::train {
 
 struct TrainConfig {
   // data
-  std::string data;                // bar file; empty: the built-in synthetic market
-  std::string val_data;            // separate validation file; empty: the tail of data
-  double val_fraction = 0.25;      // share of the bars held out for validation
+  std::string data;                 // bar file; empty: the built-in synthetic market
+  std::string val_data;             // separate validation file; empty: the tail of data
+  double val_fraction = 0.25;       // share of the bars held out for validation
   std::size_t synth_bars = 400000;  // size of the built-in market
   std::vector<std::string> feature_columns, feature_prefixes;
   int return_window = 16, volatility_window = 16, ofi_window = 4;

@@ -82,14 +82,6 @@ void append_line(const std::string& path, const std::string& line) {
     throw Error("cannot write '" + path + "': " + std::strerror(error));
 }
 
-std::string fixed(double v, int digits) {
-  if (std::isnan(v))
-    return "nan";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
-  return buffer;
-}
-
 class Progress {
  public:
   Progress(std::ostream& log)
@@ -118,16 +110,7 @@ std::string settings_json(TrainConfig& config) {
 }
 
 void apply_settings_json(TrainConfig& config, const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, 0, 0, std::string("cannot open: ") + std::strerror(errno));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path, 0, 0, std::string("not valid JSON: ") + e.what());
-  }
-  apply_settings(config, j, path);
+  apply_settings(config, io::read_json_file(path), path);
 }
 
 void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::string& source) {
@@ -311,16 +294,16 @@ std::string compared_with_baselines(double sharpe, const std::vector<Baseline>& 
   for (const Baseline& b : baselines) {
     if (b.policy == "sign-of-ofi" && std::isfinite(b.validation_sharpe) &&
         b.validation_sharpe > 0) {
-      text += (text.empty() ? "" : ", ") + fixed(sharpe / b.validation_sharpe, 2) + "x " +
-              b.policy + " (" + fixed(b.validation_sharpe, 3) + ")";
+      text += (text.empty() ? "" : ", ") + io::format_fixed(sharpe / b.validation_sharpe, 2) +
+              "x " + b.policy + " (" + io::format_fixed(b.validation_sharpe, 3) + ")";
     }
   }
   for (const Baseline& b : baselines) {
     if (b.policy == "buy-and-hold" && std::isfinite(b.validation_sharpe)) {
       const double difference = sharpe - b.validation_sharpe;
       text += (text.empty() ? "" : ", ") + std::string(difference >= 0 ? "+" : "") +
-              fixed(difference, 3) + " over " + b.policy + " (" + fixed(b.validation_sharpe, 3) +
-              ")";
+              io::format_fixed(difference, 3) + " over " + b.policy + " (" +
+              io::format_fixed(b.validation_sharpe, 3) + ")";
     }
   }
   return text;
@@ -526,7 +509,7 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   lines << "baselines on the validation window:";
   for (const Baseline& b : baselines) {
     lines << (&b == &baselines.front() ? " " : "; ") << b.policy << " sharpe "
-          << fixed(b.validation_sharpe, 3) << " return "
+          << io::format_fixed(b.validation_sharpe, 3) << " return "
           << io::format_percent(b.windows.front().total_return);
   }
   lines << "\n";
@@ -586,13 +569,16 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
 
       const eval::WindowMetrics& v = r.validation.front();
       if (options.member_lines) {
-        lines << "epoch " << r.epoch << "/" << population.epochs << "  loss " << fixed(r.loss, 5)
-              << "  mean Q " << fixed(r.mean_q, 4) << "  eps " << fixed(r.epsilon, 3)
-              << "  skipped " << r.skipped << "  restores " << r.restores << "  val sharpe "
-              << fixed(r.validation_sharpe, 3) << "  return " << io::format_percent(v.total_return)
-              << "  drawdown " << io::format_percent(v.max_drawdown) << "  time "
-              << fixed(r.train_seconds, 2) << "s train + " << fixed(r.validation_seconds, 2)
-              << "s val" << (improved ? "  *best" : "") << "\n";
+        lines << "epoch " << r.epoch << "/" << population.epochs << "  loss "
+              << io::format_fixed(r.loss, 5) << "  mean Q " << io::format_fixed(r.mean_q, 4)
+              << "  eps " << io::format_fixed(r.epsilon, 3) << "  skipped " << r.skipped
+              << "  restores " << r.restores << "  val sharpe "
+              << io::format_fixed(r.validation_sharpe, 3) << "  return "
+              << io::format_percent(v.total_return) << "  drawdown "
+              << io::format_percent(v.max_drawdown) << "  time "
+              << io::format_fixed(r.train_seconds, 2) << "s train + "
+              << io::format_fixed(r.validation_seconds, 2) << "s val" << (improved ? "  *best" : "")
+              << "\n";
       }
 
       if (r.consecutive_faults >= static_cast<std::int64_t>(run.config.fault_budget)) {
@@ -652,9 +638,9 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
           best = std::max(best, reports[m].validation_sharpe);
       }
       lines << "epoch " << epoch << "/" << population.epochs << "  " << stepping << " of " << k
-            << " members stepping  best val sharpe " << fixed(best, 3) << "  time "
-            << fixed(reports.front().train_seconds, 2) << "s train + "
-            << fixed(reports.front().validation_seconds, 2) << "s val\n";
+            << " members stepping  best val sharpe " << io::format_fixed(best, 3) << "  time "
+            << io::format_fixed(reports.front().train_seconds, 2) << "s train + "
+            << io::format_fixed(reports.front().validation_seconds, 2) << "s val\n";
     }
     if (options.on_epoch)
       options.on_epoch(epoch, population.epochs);
@@ -701,9 +687,9 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
       finish_member(run, trainer, m, baselines, data_fingerprint, val_begin, val_end);
     if (options.member_lines && !run.result.failed) {
       const std::string compared = compared_with_baselines(run.result.best_sharpe, baselines);
-      lines << "best validation Sharpe " << fixed(run.result.best_sharpe, 3) << " at epoch "
-            << run.result.best_epoch << (compared.empty() ? "" : ": " + compared) << "; run in "
-            << run.config.out << "\n";
+      lines << "best validation Sharpe " << io::format_fixed(run.result.best_sharpe, 3)
+            << " at epoch " << run.result.best_epoch << (compared.empty() ? "" : ": " + compared)
+            << "; run in " << run.config.out << "\n";
     }
     results.push_back(run.result);
   }
