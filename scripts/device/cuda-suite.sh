@@ -103,13 +103,16 @@ if want defaults; then
   dqn=$build/dqntrader
   for graphs in auto 0; do
     /usr/bin/time -f "wall %e s" "$dqn" train --seed 1 --graph-steps $graphs \
-      --out "$runs/defaults-$graphs" >"$out/defaults-$graphs.log" 2>&1
+      --out "$runs/defaults-$graphs" >"$out/defaults-$graphs.log" 2>&1 ||
+      { echo "defaults: the run with --graph-steps $graphs failed"; tail -n 5 "$out/defaults-$graphs.log"; status=1; continue; }
     tail -n 1 "$out/defaults-$graphs.log"
     python3 -c 'import json,sys; t=[json.loads(l) for l in open(sys.argv[1])]; print(sys.argv[2], "epoch train s:", " ".join("%.4f" % r["train_seconds"] for r in t), "validation s:", " ".join("%.4f" % r["validation_seconds"] for r in t))' \
       "$runs/defaults-$graphs/timings.jsonl" "$graphs" | tee -a "$out/defaults.txt"
   done
-  cmp "$runs/defaults-auto/metrics.jsonl" "$runs/defaults-0/metrics.jsonl" &&
-    echo "metrics.jsonl recorded and eager: identical" | tee -a "$out/defaults.txt"
+  if [ -s "$runs/defaults-auto/metrics.jsonl" ] && [ -s "$runs/defaults-0/metrics.jsonl" ]; then
+    cmp "$runs/defaults-auto/metrics.jsonl" "$runs/defaults-0/metrics.jsonl" &&
+      echo "metrics.jsonl recorded and eager: identical" | tee -a "$out/defaults.txt"
+  fi
 fi
 if want sanitizer; then
   # memcheck over every test that runs device code in this process (the learning runs, the
