@@ -30,8 +30,11 @@ void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
   const nlohmann::json board = sweep::leaderboard_json(plan);
   auto settings = [](const nlohmann::json& s) {
     std::string text;
-    for (const auto& item : s.items())
-      text += (text.empty() ? "" : " ") + item.key() + "=" + item.value().get<std::string>();
+    for (const auto& item : s.items()) {
+      if (!text.empty())
+        text += ' ';
+      text += item.key() + "=" + item.value().get<std::string>();
+    }
     return text.empty() ? std::string("(base settings)") : text;
   };
   out << "best members (validation Sharpe of their best epoch):\n";

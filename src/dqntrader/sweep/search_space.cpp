@@ -167,13 +167,17 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
               const nlohmann::json& x = values[i];
               std::string item;
               if (x.is_array()) {  // a list setting's value, e.g. hidden widths
-                for (const auto& part : x)
-                  item += (item.empty() ? "" : "/") +
-                          (part.is_string() ? part.get<std::string>() : part.dump());
+                for (const auto& part : x) {
+                  if (!item.empty())
+                    item += '/';
+                  item += part.is_string() ? part.get<std::string>() : part.dump();
+                }
               } else {
                 item = x.is_string() ? x.get<std::string>() : x.dump();
               }
-              text += (i ? "," : "") + item;
+              if (i > 0)
+                text += ',';
+              text += item;
             }
           } else if (values.is_object() && values.contains("low") && values.contains("high")) {
             text += values["low"].dump() + ":" + values["high"].dump() +

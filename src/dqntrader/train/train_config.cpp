@@ -102,8 +102,11 @@ Setting names(const std::string& name, const std::string& help, std::vector<std:
   Setting s{name, help, nullptr, nullptr, true, false, false, ""};
   s.get = [&field] {
     std::string joined;
-    for (const auto& f : field)
-      joined += (joined.empty() ? "" : ",") + f;
+    for (const auto& f : field) {
+      if (!joined.empty())
+        joined += ',';
+      joined += f;
+    }
     return joined;
   };
   s.set = [&field](const std::string& v) { field = split(v); };

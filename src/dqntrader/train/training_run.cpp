@@ -294,16 +294,19 @@ std::string compared_with_baselines(double sharpe, const std::vector<Baseline>& 
   for (const Baseline& b : baselines) {
     if (b.policy == "sign-of-ofi" && std::isfinite(b.validation_sharpe) &&
         b.validation_sharpe > 0) {
-      text += (text.empty() ? "" : ", ") + io::format_fixed(sharpe / b.validation_sharpe, 2) +
-              "x " + b.policy + " (" + io::format_fixed(b.validation_sharpe, 3) + ")";
+      if (!text.empty())
+        text += ", ";
+      text += io::format_fixed(sharpe / b.validation_sharpe, 2) + "x " + b.policy + " (" +
+              io::format_fixed(b.validation_sharpe, 3) + ")";
     }
   }
   for (const Baseline& b : baselines) {
     if (b.policy == "buy-and-hold" && std::isfinite(b.validation_sharpe)) {
       const double difference = sharpe - b.validation_sharpe;
-      text += (text.empty() ? "" : ", ") + std::string(difference >= 0 ? "+" : "") +
-              io::format_fixed(difference, 3) + " over " + b.policy + " (" +
-              io::format_fixed(b.validation_sharpe, 3) + ")";
+      if (!text.empty())
+        text += ", ";
+      text += std::string(difference >= 0 ? "+" : "") + io::format_fixed(difference, 3) + " over " +
+              b.policy + " (" + io::format_fixed(b.validation_sharpe, 3) + ")";
     }
   }
   return text;
