@@ -57,8 +57,8 @@ Adam::Adam(const ExecSpace& space, const MemberVectors& layout,
   m_m = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::nn::adam_m"), extent);
   m_v = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::nn::adam_v"), extent);
   m_counters = Kokkos::View<AdamCounters*, DeviceMemory>(alloc("dqntrader::nn::adam_counters"), k);
-  m_norm_blocks = Kokkos::View<double**, DeviceMemory>(alloc("dqntrader::nn::adam_norm_blocks"), k,
-                                                       kNormBlocks);
+  m_norm_blocks = Kokkos::View<double**, Kokkos::LayoutRight, DeviceMemory>(
+      alloc("dqntrader::nn::adam_norm_blocks"), k, kNormBlocks);
   m_arrivals = Kokkos::View<int*, DeviceMemory>(alloc("dqntrader::nn::adam_arrivals"), k);
   m_factors = Kokkos::View<AdamStepFactors*, DeviceMemory>(alloc("dqntrader::nn::adam_factors"), k);
   auto host_settings = Kokkos::create_mirror_view(m_device_settings);

@@ -84,8 +84,9 @@ class Adam {
   Kokkos::View<AdamSettings*, DeviceMemory> m_device_settings;
   Kokkos::View<float*, DeviceMemory> m_m, m_v;
   Kokkos::View<AdamCounters*, DeviceMemory> m_counters;
-  Kokkos::View<double**, DeviceMemory> m_norm_blocks;  // per member: squared sums of blocks
-  Kokkos::View<int*, DeviceMemory> m_arrivals;         // per member: blocks summed this step
+  // per member (a row each, read through a pointer): squared sums of blocks
+  Kokkos::View<double**, Kokkos::LayoutRight, DeviceMemory> m_norm_blocks;
+  Kokkos::View<int*, DeviceMemory> m_arrivals;  // per member: blocks summed this step
   Kokkos::View<AdamStepFactors*, DeviceMemory> m_factors;
 };
 
