@@ -128,6 +128,19 @@ int fsync(int fd) {
   return real(fd);
 }
 
+/* A closed descriptor is no longer watched: the number may be reused by a descriptor that
+ * this library does not see opened (the CUDA driver's, say, which fsyncs its own files). */
+int close(int fd) {
+  static int (*real)(int) = NULL;
+  if (!real)
+    real = (int (*)(int))dlsym(RTLD_NEXT, "close");
+  if (fd >= 0 && fd < MAX_FD) {
+    watched[fd] = 0;
+    stop_watched[fd] = 0;
+  }
+  return real(fd);
+}
+
 int rename(const char* from, const char* to) {
   static int (*real)(const char*, const char*) = NULL;
   if (!real)
