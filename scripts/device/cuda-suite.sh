@@ -6,7 +6,8 @@
 # first six). Logs go to $OUT (with --kokkos 4.6.01 under $OUT/kokkos-4.6.01/).
 #   scripts/device/cuda-suite.sh [--kokkos 4.6.01] [test] [gemm] [eval] [eval-peer] [train]
 #                                [train-peer] [pop] [pop-peer] [defaults] [sanitizer] [racecheck]
-#                                [profile] [detail] [compare]
+#                                [profile] [pop-profile] [detail] [compare] [mpi]
+# With mpi the build has DQNTRADER_ENABLE_MPI (the test step then runs the MPI sweep test too).
 set -uo pipefail
 kokkos=3.4.01
 if [ "${1:-}" = --kokkos ]; then
@@ -44,8 +45,11 @@ echo "bootstrap: $((SECONDS - start)) s" | tee -a "$out/setup.log"
 export KOKKOS_PREFIX=$prefix
 
 start=$SECONDS
+mpi_option=()
+want mpi && mpi_option=(-DDQNTRADER_ENABLE_MPI=ON)
 cmake --preset cuda -B "$build" -DCMAKE_PREFIX_PATH="$prefix;$root/.carry/debroot/usr" \
-  -DDQNTRADER_EXPECT_KOKKOS_VERSION="$expect" -DCMAKE_CXX_FLAGS=-lineinfo >"$out/configure.log" 2>&1 ||
+  -DDQNTRADER_EXPECT_KOKKOS_VERSION="$expect" -DCMAKE_CXX_FLAGS=-lineinfo "${mpi_option[@]}" \
+  >"$out/configure.log" 2>&1 ||
   { tail -n 60 "$out/configure.log"; exit 1; }
 cmake --build "$build" -j "$jobs" ${DQNTRADER_BUILD_TARGET:+--target "$DQNTRADER_BUILD_TARGET"} \
   >"$out/build.log" 2>&1 ||
@@ -55,7 +59,7 @@ echo "build: $((SECONDS - start)) s" | tee -a "$out/setup.log"
 status=0
 if want test; then
   # ctest runs the suite with --output-on-failure (the preset); its log holds every failure.
-  ctest --test-dir "$build" --output-on-failure >"$out/tests.log" 2>&1 || status=1
+  timeout 300 ctest --test-dir "$build" --output-on-failure >"$out/tests.log" 2>&1 || status=1
   grep -E "tests passed|FAILED|Failure" "$out/tests.log" | head -n 40
 fi
 if want gemm; then
@@ -86,8 +90,9 @@ if want train-peer; then
   done
 fi
 if want pop; then
-  # POP-K: populations of K = 1 ... 64 on the EPOCH network and on the train defaults' network.
-  $build/bench/dqntrader_bench_train --benchmark_filter='train/POP-K/' \
+  # POP-K: populations of K = 1 ... 64 on the EPOCH network and on the train defaults' network
+  # (POP_FILTER, a regular expression, picks rows).
+  timeout 300 $build/bench/dqntrader_bench_train --benchmark_filter="${POP_FILTER:-train/POP-K/}" \
     --benchmark_out="$out/bench_pop.json" --benchmark_out_format=json >"$out/bench_pop.txt" 2>&1
   grep "train/" "$out/bench_pop.txt"
 fi
@@ -150,7 +155,7 @@ if want detail; then
 fi
 if want compare; then
   # dqntrader and the PyTorch peers side by side, three runs each, one table.
-  python3 bench/compare.py --build "$build" --runs 3 2>&1 | tee "$out/compare.md"
+  timeout 300 python3 bench/compare.py --build "$build" --runs 3 2>&1 | tee "$out/compare.md"
 fi
 if want profile; then
   # Every kernel of about 60 training steps at the EPOCH shape (past the first 1,500 kernels,
@@ -164,5 +169,43 @@ if want profile; then
     --epochs 1 --out "$runs/profile-run" >"$out/profile.csv" 2>"$out/profile.err"
   echo "profile exit $?"
   python3 bench/profile_table.py "$out/profile.csv" | tee "$out/profile.md"
+fi
+if want pop-profile; then
+  # As profile, for a population of 16 members at the EPOCH shape (dqntrader sweep over 16
+  # seeds): which kernels grow with the members.
+  dqn=$build/dqntrader
+  "$dqn" synth --bars 40000 --seed 1 --out "$runs/pop-profile.dqnbars" >/dev/null
+  timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --print-kernel-base demangled --csv --launch-skip 1500 --launch-count 600 "$dqn" sweep \
+    --seeds 1-16 --population 16 --data "$runs/pop-profile.dqnbars" --hidden 512,512,512 \
+    --batch-size 1024 \
+    --environments 256 --return-window 56 --learning-starts 1024 --target-update 1000 \
+    --steps-per-epoch 300 --epochs 1 --out "$runs/pop-profile-run" >"$out/pop-profile.csv" \
+    2>"$out/pop-profile.err"
+  echo "pop-profile exit $?"
+  python3 bench/profile_table.py "$out/pop-profile.csv" | tee "$out/pop-profile.md"
+fi
+if want mpi; then
+  # One sweep (16 members of the train defaults' network in populations of 4, 2 epochs of
+  # 1,000 steps) on 1 rank and on 2 ranks sharing the GPU: wall time, agent-steps/s, and rank
+  # 0's hand-out and records against the populations' time (its last log line).
+  dqn=$build/dqntrader
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  "$dqn" synth --bars 100000 --seed 1 --out "$runs/mpi-bars.dqnbars" >/dev/null
+  for ranks in 1 2; do
+    begin=$(date +%s.%N)
+    timeout 200 mpirun --oversubscribe -np $ranks "$dqn" sweep --data "$runs/mpi-bars.dqnbars" \
+      --out "$runs/mpi-$ranks" --epochs 2 --steps-per-epoch 1000 --seeds 1-8 \
+      --set learning-rate=1e-4,1e-3 --population 4 >"$out/mpi-$ranks.log" 2>&1 ||
+      { echo "mpi: the sweep on $ranks ranks failed"; tail -n 5 "$out/mpi-$ranks.log"; status=1; continue; }
+    python3 -c 'import sys, time; w = time.time() - float(sys.argv[2])
+print("mpi ranks %s wall %.2f s agent-steps/s %.0f" % (sys.argv[1], w, 16 * 2000 / w))' \
+      "$ranks" "$begin" | tee -a "$out/mpi.txt"
+    grep "ranks;" "$out/mpi-$ranks.log" | tee -a "$out/mpi.txt"
+  done
+  if [ -s "$runs/mpi-1/leaderboard.csv" ] && [ -s "$runs/mpi-2/leaderboard.csv" ]; then
+    cmp "$runs/mpi-1/leaderboard.csv" "$runs/mpi-2/leaderboard.csv" &&
+      echo "leaderboard.csv of 1 and 2 ranks: identical" | tee -a "$out/mpi.txt"
+  fi
 fi
 exit $status
