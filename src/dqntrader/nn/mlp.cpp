@@ -26,12 +26,12 @@ gemm::StridedBatch<T> first_of(const gemm::StridedBatch<T>& x, std::size_t sets,
       x.data(), Kokkos::LayoutStride(sets, x.stride(0), rows, x.stride(1), x.extent(2), 1));
 }
 
-// x followed by the column after it: the column of ones of rows_with_ones.
+// The column after x: the column of ones of rows_with_ones.
 template <class T>
-gemm::StridedBatch<const T> with_ones(const gemm::StridedBatch<const T>& x) {
+gemm::StridedBatch<const T> ones_after(const gemm::StridedBatch<const T>& x) {
   return gemm::StridedBatch<const T>(
-      x.data(),
-      Kokkos::LayoutStride(x.extent(0), x.stride(0), x.extent(1), x.stride(1), x.extent(2) + 1, 1));
+      x.data() + x.extent(2),
+      Kokkos::LayoutStride(x.extent(0), x.stride(0), x.extent(1), x.stride(1), 1, 1));
 }
 
 // Tensor t of count weight sets, set s at s * stride values into values: [set][row][col].
@@ -488,20 +488,27 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
   pass.arrivals = m_column_arrivals;
   with_head_width(m_head_width,
                   [&](auto width) { head_backward<decltype(width)::value, T>(space, pass, rows); });
-  // Hidden layers, last to first: on the side, [dW; db] = [H_in 1]^T dZ into the layer's
-  // weight and the bias that follows it; on space, dH_in = dZ W^T, then the layer below's
-  // dZ = dH_in * relu'(Z_in), in place.
+  // Hidden layers, last to first: on the side, dW = H_in^T dZ and db = 1^T dZ (1: the column
+  // of ones after H_in) into the layer's weight and bias; two products rather than one of
+  // [H_in 1]^T dZ, whose width (that of H_in plus one) is no multiple of 8, for which cuBLASLt
+  // takes an sm75 kernel without vector loads (docs/BENCHMARKS.md, populations); on space,
+  // dH_in = dZ W^T, then the layer below's dZ = dH_in * relu'(Z_in), in place.
   for (std::size_t l = head; l-- > 0;) {
     const gemm::StridedBatch<const T> input =
         l == 0 ? learner_states(rows) : learner_hidden(l - 1, rows);
     const gemm::StridedBatch<const T> dz =
         first_of(gemm::StridedBatch<const T>(m_layer_grads[l]), k, rows);
     const Tensor& weight = m_layout.weight(l);
+    const Tensor& bias = m_layout.bias(l);
     side.fork(space);
-    product(side.space(), Op::transpose, Op::none, with_ones(input), dz,
-            gemm::StridedBatch<float>(grads.values.data() + weight.offset,
-                                      Kokkos::LayoutStride(k, grads.stride, weight.rows + 1,
-                                                           weight.cols, weight.cols, 1)));
+    product(side.space(), Op::transpose, Op::none, input, dz,
+            gemm::StridedBatch<float>(
+                grads.values.data() + weight.offset,
+                Kokkos::LayoutStride(k, grads.stride, weight.rows, weight.cols, weight.cols, 1)));
+    product(side.space(), Op::transpose, Op::none, ones_after(input), dz,
+            gemm::StridedBatch<float>(
+                grads.values.data() + bias.offset,
+                Kokkos::LayoutStride(k, grads.stride, 1, bias.size(), bias.size(), 1)));
     if (l == 0)
       break;
     const gemm::StridedBatch<T> next = first_of(m_layer_grads[l - 1], k, rows);

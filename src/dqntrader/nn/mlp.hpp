@@ -9,9 +9,9 @@
 // (backends/gemm.hpp); the head, a few columns wide, runs in passes of its own: its forward
 // (with a dueling head's combination) in head_forward, or in the kernel of a loss that
 // evaluates it on the rows it reads (head_dot, head_q), and its backward inside the last
-// hidden layer's gradient pass. A hidden layer's bias follows its weight in the layout, so one
-// product gives both gradients, [dW; db] = [X 1]^T dZ, over the layer's input X followed by a
-// column of ones (rows_with_ones): no pass sums gradients over rows.
+// hidden layer's gradient pass. A hidden layer's input X is kept followed by a column of ones
+// (rows_with_ones), so that its bias gradient is a product too, db = 1^T dZ, beside its
+// weight gradient dW = X^T dZ: no pass sums gradients over rows.
 #pragma once
 
 #include <cstddef>
@@ -242,8 +242,8 @@ void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t
                   const gemm::StridedBatch<float>& q);
 
 /// rows x cols values in a buffer whose rows also hold, at column cols, a one (and zeros up
-/// to a row stride of a multiple of 8 values): a layer's input X with the column of ones that
-/// turns its weight-gradient product into [dW; db] = [X 1]^T dZ. backward() needs the states
+/// to a row stride of a multiple of 8 values): a layer's input X with the column of ones whose
+/// product with dZ is the layer's bias gradient, db = 1^T dZ. backward() needs the states
 /// of the last forward pass in such rows; the hidden layers' activations are kept in them.
 template <class T>
 StridedMatrix<T> rows_with_ones(const ExecSpace& space, const std::string& label, std::size_t rows,
