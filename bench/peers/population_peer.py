@@ -37,19 +37,11 @@ import copy
 import gc
 import json
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
-
-def network(state, hidden, actions):
-    layers, width = [], state
-    for h in hidden:
-        layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
-        width = h
-    layers.append(torch.nn.Linear(width, actions))
-    return torch.nn.Sequential(*layers)
+from peer_common import network, recorded, time_steps
 
 
 def population(k, state, hidden, actions, device, first_seed=1):
@@ -154,34 +146,8 @@ def run_population(args, k, capacity, device, bf16, hidden, features, close, pos
             for n, p in params.items():
                 t_params[n].copy_(p)
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    run, graph = step, None
-    if args.graphs:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
-        run = graph.replay
-    for _ in range(10):
-        run()
-    sync()
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        for i in range(args.steps):
-            run()
-            if (i + 1) % 1000 == 0:
-                update_target()
-        sync()
-        times.append((time.perf_counter() - start) / args.steps)
+    run, graph = recorded(step) if args.graphs else (step, None)
+    times = time_steps(run, args.steps, args.repeats, device, update_target)
     median = 1e6 * statistics.median(times)
     del run, graph, optimizer, params, t_params, r_bar, r_pos, r_act, r_rew
     return {

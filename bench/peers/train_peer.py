@@ -11,19 +11,11 @@ import argparse
 import copy
 import json
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
-
-def network(state, hidden, actions):
-    layers, width = [], state
-    for h in hidden:
-        layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
-        width = h
-    layers.append(torch.nn.Linear(width, actions))
-    return torch.nn.Sequential(*layers)
+from peer_common import network, recorded, time_steps
 
 
 def main():
@@ -98,34 +90,9 @@ def main():
         torch.nn.utils.clip_grad_norm_(online.parameters(), 10.0)
         optimizer.step()
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    run = step
-    if args.graphs:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
-        run = graph.replay
-    for _ in range(10):
-        run()
-    sync()
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        for i in range(args.steps):
-            run()
-            if (i + 1) % 1000 == 0:
-                target.load_state_dict(online.state_dict())
-        sync()
-        times.append((time.perf_counter() - start) / args.steps)
+    run = recorded(step)[0] if args.graphs else step
+    times = time_steps(run, args.steps, args.repeats, device,
+                       lambda: target.load_state_dict(online.state_dict()))
     print(json.dumps({
         "peer": "pytorch-graphs" if args.graphs else "pytorch-eager", "torch": torch.__version__,
         "device": str(device), "dtype": "bfloat16-autocast" if bf16 else "float32", "hidden": hidden,
