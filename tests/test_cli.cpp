@@ -22,6 +22,8 @@
 namespace dqntrader {
 namespace {
 
+using testing::json_file;
+
 namespace fs = std::filesystem;
 
 struct Result {
@@ -125,12 +127,6 @@ TEST_F(Cli, BacktestOfAPolicyFile) {
   EXPECT_NE(r.out.find("\"bars\": " + std::to_string(600 - policy.features.warmup() - 1)),
             std::string::npos)
       << r.out;
-}
-
-// The JSON array a backtest writes, read back.
-nlohmann::json json_file(const std::string& file) {
-  std::ifstream in(file);
-  return nlohmann::json::parse(in);
 }
 
 // Several policies in one call (two trained networks, evaluated in one pass, and two built-in

@@ -264,14 +264,7 @@ TEST(PopulationPasses, TheGuardRestoresOnlyTheFaultyMember) {
 
 using testing::slurp;
 
-std::vector<nlohmann::json> records(const fs::path& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    out.push_back(nlohmann::json::parse(line));
-  return out;
-}
+using testing::jsonl_records;
 
 class Population : public ::testing::Test {
  protected:
@@ -405,14 +398,14 @@ TEST_F(Population, EveryMemberEqualsItsRunAloneBitwise) {
         EXPECT_EQ(slurp(fs::path(together[i].out) / file), slurp(fs::path(solo.out) / file))
             << file;
       }
-      EXPECT_EQ(records(fs::path(together[i].out) / "metrics.jsonl").size(), 3u);
+      EXPECT_EQ(jsonl_records(fs::path(together[i].out) / "metrics.jsonl").size(), 3u);
     }
     // The members did learn differently (their own settings took effect).
     EXPECT_NE(slurp(fs::path(together[0].out) / "metrics.jsonl"),
               slurp(fs::path(together[1].out) / "metrics.jsonl"));
     // Member 1 has the probe off: its records hold no probe values; member 0's do.
-    const auto off = records(fs::path(together[1].out) / "metrics.jsonl");
-    const auto on = records(fs::path(together[0].out) / "metrics.jsonl");
+    const auto off = jsonl_records(fs::path(together[1].out) / "metrics.jsonl");
+    const auto on = jsonl_records(fs::path(together[0].out) / "metrics.jsonl");
     for (const auto& [group, value] : off.back()["probe"].items())
       EXPECT_TRUE(value.is_null()) << group;
     for (const auto& [group, value] : on.back()["probe"].items())
@@ -432,7 +425,7 @@ TEST_F(Population, FaultsStayWithTheirMember) {
     faulty[1].inject_fault = fault;
     const std::vector<train::RunResult> results = population(faulty, std::string("p-") + fault[0]);
     EXPECT_FALSE(results[1].failed);
-    const auto r = records(fs::path(faulty[1].out) / "metrics.jsonl");
+    const auto r = jsonl_records(fs::path(faulty[1].out) / "metrics.jsonl");
     ASSERT_EQ(r.size(), 3u);
     EXPECT_GE(r[1]["skipped_steps"].get<long>() + r[1]["guard_restores"].get<long>(), 1)
         << r[1].dump();
@@ -455,11 +448,10 @@ TEST_F(Population, FaultsStayWithTheirMember) {
   const std::vector<train::RunResult> results = population(failing, "failing");
   EXPECT_TRUE(results[1].failed);
   EXPECT_NE(results[1].failure.find("fault_report.json"), std::string::npos);
-  const nlohmann::json report =
-      nlohmann::json::parse(slurp(fs::path(failing[1].out) / "fault_report.json"));
+  const nlohmann::json report = testing::json_file(fs::path(failing[1].out) / "fault_report.json");
   EXPECT_EQ(report["epoch"], 2);
   EXPECT_GE(report["consecutive_faults"].get<long>(), 5);
-  EXPECT_EQ(records(fs::path(failing[1].out) / "metrics.jsonl").size(), 2u);
+  EXPECT_EQ(jsonl_records(fs::path(failing[1].out) / "metrics.jsonl").size(), 2u);
   for (std::size_t i : {0u, 2u}) {
     EXPECT_FALSE(results[i].failed);
     EXPECT_EQ(slurp(fs::path(failing[i].out) / "metrics.jsonl"),
@@ -486,11 +478,11 @@ TEST_F(Population, EarlyStoppingStopsOnlyItsMember) {
     }
   }
   ASSERT_TRUE(results[2].stopped_early) << "the seeds were meant to give an epoch without gain";
-  const auto stopped = records(fs::path(patient[2].out) / "metrics.jsonl");
+  const auto stopped = jsonl_records(fs::path(patient[2].out) / "metrics.jsonl");
   EXPECT_LT(stopped.size(), 6u);
   for (std::size_t i : {0u, 1u}) {
     EXPECT_FALSE(results[i].stopped_early);
-    EXPECT_EQ(records(fs::path(patient[i].out) / "metrics.jsonl").size(), 6u);
+    EXPECT_EQ(jsonl_records(fs::path(patient[i].out) / "metrics.jsonl").size(), 6u);
   }
   // Members 0 and 1 as in a population that never stopped anyone.
   population(reference, "reference");
@@ -549,8 +541,8 @@ TEST_F(Population, EveryMemberLearnsAsItsRunAloneWithinRounding) {
     train::TrainConfig solo = together[i];
     solo.out = (m_dir / ("alone-" + std::to_string(i))).string();
     const train::RunResult single = alone(solo);
-    const auto a = records(fs::path(together[i].out) / "metrics.jsonl");
-    const auto b = records(fs::path(solo.out) / "metrics.jsonl");
+    const auto a = jsonl_records(fs::path(together[i].out) / "metrics.jsonl");
+    const auto b = jsonl_records(fs::path(solo.out) / "metrics.jsonl");
     ASSERT_EQ(a.size(), b.size());
     const double loss_a = a[0]["loss"].get<double>(), loss_b = b[0]["loss"].get<double>();
     EXPECT_NEAR(loss_a, loss_b, 0.05 * std::fabs(loss_b)) << "the first epoch's loss";

@@ -2,11 +2,9 @@
 // never leaves a corrupt checkpoint, failing writes are reported and leave the previous
 // checkpoint intact, bad data is rejected with its location, and numerical faults are
 // skipped or restored, counted, and stop the run once they persist.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -161,17 +159,8 @@ TEST_F(Reliability, KilledAtRandomMomentsNeverLeavesACorruptCheckpoint) {
       out;
   // environment: "NAME=value ..." for the child.
   const auto spawn = [&](const std::string& environment) {
-    const pid_t child = fork();
-    if (child == 0) {
-      const int null = ::open("/dev/null", O_WRONLY);
-      dup2(null, 1);
-      dup2(null, 2);
-      const std::string command =
-          "exec env " + environment + " " + std::string(DQNTRADER_CLI_PATH) + " " + arguments;
-      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    return child;
+    return testing::spawn_quiet("exec env " + environment + " " + std::string(DQNTRADER_CLI_PATH) +
+                                " " + arguments);
   };
   using clock = std::chrono::steady_clock;
   // A safety net for a broken run, never a measurement: a child that neither stops nor writes
@@ -329,14 +318,7 @@ TEST_F(Reliability, EveryBadInputIsRejectedWithItsLocationAndNothingWritten) {
 
 // --- numerical faults -------------------------------------------------------------------------
 
-std::vector<nlohmann::json> records(const fs::path& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    out.push_back(nlohmann::json::parse(line));
-  return out;
-}
+using testing::jsonl_records;
 
 TEST_F(Reliability, InjectedNanIsSkippedOrRestoredAndCounted) {
   for (const char* kind : {"batch", "gradient", "weight"}) {
@@ -344,7 +326,7 @@ TEST_F(Reliability, InjectedNanIsSkippedOrRestoredAndCounted) {
     train::TrainConfig c = small(kind, 3);
     c.inject_fault = std::string(kind) + "@2";
     run(c);
-    const auto r = records(m_dir / kind / "metrics.jsonl");
+    const auto r = jsonl_records(m_dir / kind / "metrics.jsonl");
     ASSERT_EQ(r.size(), 3u);
     EXPECT_EQ(r[0]["skipped_steps"].get<long>() + r[0]["guard_restores"].get<long>(), 0);
     EXPECT_GE(r[1]["skipped_steps"].get<long>() + r[1]["guard_restores"].get<long>(), 1)
@@ -363,7 +345,7 @@ TEST_F(Reliability, PersistentFaultsStopTheRunWithADiagnostic) {
   EXPECT_THROW(run(c), Error);
   const fs::path report = m_dir / "price" / "fault_report.json";
   ASSERT_TRUE(fs::exists(report));
-  const nlohmann::json j = nlohmann::json::parse(slurp(report));
+  const nlohmann::json j = testing::json_file(report);
   EXPECT_EQ(j["epoch"], 2);
   EXPECT_GE(j["consecutive_faults"].get<long>(), 5);
   EXPECT_TRUE(fs::exists(m_dir / "price" / "checkpoint-1.dqnckpt"));

@@ -1,8 +1,12 @@
-// Helpers shared by the tests: seeded fresh random inputs and host/device transfers.
+// Helpers shared by the tests: seeded fresh random inputs, host/device transfers, files read
+// back and child processes.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <Kokkos_Core.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <cstdlib>
@@ -38,6 +42,36 @@ inline std::string slurp(const std::filesystem::path& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+/// A JSON file, parsed.
+inline nlohmann::json json_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+/// Every line of a JSON-lines file (metrics.jsonl), parsed.
+inline std::vector<nlohmann::json> jsonl_records(const std::filesystem::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// Starts `/bin/sh -c command` in a child process with its output discarded; its pid (the
+/// shell execs the command, so the pid is the command's when it begins with exec).
+inline pid_t spawn_quiet(const std::string& command) {
+  const pid_t child = fork();
+  if (child == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return child;
 }
 
 /// Values uniform in [-1, -0.05] U [0.05, 1]: never zero, both signs.

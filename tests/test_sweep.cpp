@@ -1,11 +1,9 @@
 // dqntrader sweep as a user runs it: a grid of settings times seeds, its populations, its
 // leaderboards against the members' own records, a sweep killed inside a population and
 // resumed, and bad specifications refused before anything is written.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,12 +29,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using testing::json_file;
+using testing::jsonl_records;
 using testing::slurp;
-
-nlohmann::json json_file(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
 
 struct Result {
   int code;
@@ -118,12 +113,9 @@ TEST_F(Sweep, AGridTimesSeedsRanksTheMembersAsTheirRunsRecordedThem) {
     for (const auto& [key, value] : row["validation"].items())
       EXPECT_EQ(value, final_metrics[key]) << key;
     // The best epoch's validation Sharpe, as metrics.jsonl recorded it.
-    std::ifstream metrics(run_dir / "metrics.jsonl");
-    std::string line;
     double best = -std::numeric_limits<double>::infinity();
     std::size_t best_epoch = 0;
-    while (std::getline(metrics, line)) {
-      const nlohmann::json record = nlohmann::json::parse(line);
+    for (const nlohmann::json& record : jsonl_records(run_dir / "metrics.jsonl")) {
       if (record["best"].get<bool>()) {
         best = record["validation_sharpe"].get<double>();
         best_epoch = record["epoch"].get<std::size_t>();
@@ -218,19 +210,11 @@ TEST_F(Sweep, AKilledSweepResumesBitwise) {
   ASSERT_EQ(run(grid("straight")).code, 0);
   // The process stops itself at the rename of population 2's second checkpoint (the first
   // population has finished by then), and is killed there.
-  const pid_t child = fork();
-  if (child == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    const std::string command =
-        "exec env LD_PRELOAD=" + std::string(DQNTRADER_FAILING_IO) +
-        " ASAN_OPTIONS=verify_asan_link_order=0 DQNTRADER_STOP_PATH=p-001/checkpoint-"
-        " DQNTRADER_STOP_OP=rename DQNTRADER_STOP_AFTER=1 " +
-        std::string(DQNTRADER_CLI_PATH) + " " + grid("killed");
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t child = testing::spawn_quiet(
+      "exec env LD_PRELOAD=" + std::string(DQNTRADER_FAILING_IO) +
+      " ASAN_OPTIONS=verify_asan_link_order=0 DQNTRADER_STOP_PATH=p-001/checkpoint-"
+      " DQNTRADER_STOP_OP=rename DQNTRADER_STOP_AFTER=1 " +
+      std::string(DQNTRADER_CLI_PATH) + " " + grid("killed"));
   int status = 0;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (waitpid(child, &status, WUNTRACED | WNOHANG) == 0 &&
