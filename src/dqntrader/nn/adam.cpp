@@ -2,6 +2,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/team_sum.hpp"
+#include "dqntrader/core/transfer.hpp"
 
 namespace dqntrader::nn {
 
@@ -50,10 +51,9 @@ Adam::Adam(const ExecSpace& space, const MemberVectors& layout,
   const std::size_t k = layout.members;
   if (k == 0 || settings.size() != k || (k > 1 && layout.stride < layout.size))
     throw InputError("Adam: one settings record per member, and members that do not overlap");
-  const std::size_t extent = (k - 1) * layout.stride + layout.size;
+  const std::size_t extent = layout.extent();
   auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
-  m_device_settings =
-      Kokkos::View<AdamSettings*, DeviceMemory>(alloc("dqntrader::nn::adam_settings"), k);
+  m_device_settings = upload(space, settings, "dqntrader::nn::adam_settings");
   m_m = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::nn::adam_m"), extent);
   m_v = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::nn::adam_v"), extent);
   m_counters = Kokkos::View<AdamCounters*, DeviceMemory>(alloc("dqntrader::nn::adam_counters"), k);
@@ -61,15 +61,7 @@ Adam::Adam(const ExecSpace& space, const MemberVectors& layout,
       alloc("dqntrader::nn::adam_norm_blocks"), k, kNormBlocks);
   m_arrivals = Kokkos::View<int*, DeviceMemory>(alloc("dqntrader::nn::adam_arrivals"), k);
   m_factors = Kokkos::View<AdamStepFactors*, DeviceMemory>(alloc("dqntrader::nn::adam_factors"), k);
-  auto host_settings = Kokkos::create_mirror_view(m_device_settings);
-  auto host_counters = Kokkos::create_mirror_view(m_counters);
-  for (std::size_t m = 0; m < k; ++m) {
-    host_settings(m) = settings[m];
-    host_counters(m) = AdamCounters{0, 0, 0, 0, 1.0, 1.0};
-  }
-  Kokkos::deep_copy(space, m_device_settings, host_settings);
-  Kokkos::deep_copy(space, m_counters, host_counters);
-  compat::fence(space, "dqntrader::nn::Adam: the host mirrors are released on return");
+  Kokkos::deep_copy(space, m_counters, AdamCounters{0, 0, 0, 0, 1.0, 1.0});
 }
 
 // Two kernels. The first takes the squared sums of kNormBlocks blocks of each member's
@@ -83,7 +75,7 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
                 const Kokkos::View<T*, DeviceMemory>& working,
                 const Kokkos::View<const int*, DeviceMemory>& active) {
   const std::size_t members = m_layout.members, n = m_layout.size, stride = m_layout.stride;
-  const std::size_t extent = (members - 1) * stride + n;
+  const std::size_t extent = m_layout.extent();
   if (parameters.extent(0) < extent || grads.extent(0) < (members - 1) * grad_stride + n ||
       (members > 1 && grad_stride < n) || (active.extent(0) != 0 && active.extent(0) < members)) {
     throw InputError("Adam::step: the parameter or gradient buffers do not fit the members");

@@ -50,6 +50,8 @@ struct AdamStepFactors {
 /// Where the members' vectors lie in a flat buffer: member m's `size` values at m * stride.
 struct MemberVectors {
   std::size_t members = 1, size = 0, stride = 0;
+  /// The values a buffer holds up to the last member's last one.
+  std::size_t extent() const { return (members - 1) * stride + size; }
 };
 
 class Adam {

@@ -134,19 +134,12 @@ struct LearningSampler {
   }
 };
 
-template <class T>
-Kokkos::View<T*, DeviceMemory> device_array(const ExecSpace& space, const std::vector<T>& values,
-                                            const std::string& label) {
-  return upload(space, values, label);
-}
-
 }  // namespace
 
 class DqnTrainer::Engine {
  public:
   virtual ~Engine() = default;
   virtual std::vector<EpochReport> run_epoch() = 0;
-  virtual std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) = 0;
   virtual std::vector<float> parameters(std::size_t member) const = 0;
   virtual std::vector<io::Section> state() const = 0;
   virtual void restore(const std::vector<io::Section>& sections, const std::string& source) = 0;
@@ -210,13 +203,13 @@ class EngineImpl final : public DqnTrainer::Engine {
       most_n_step = std::max(most_n_step, m.n_step);
     }
     m_settings_host = settings;
-    m_settings = device_array(space, settings, "dqntrader::train::member_settings");
+    m_settings = upload(space, settings, "dqntrader::train::member_settings");
     std::vector<double> huber;
     for (const MemberSettings& m : settings)
       huber.push_back(m.huber_delta);
-    m_huber = device_array(space, huber, "dqntrader::train::huber_delta");
+    m_huber = upload(space, huber, "dqntrader::train::huber_delta");
     active.assign(k, 1);
-    m_active = device_array(space, active, "dqntrader::train::active");
+    m_active = upload(space, active, "dqntrader::train::active");
     m_poisoned = Kokkos::View<int*, DeviceMemory>(
         Kokkos::view_alloc(space, std::string("dqntrader::train::poisoned")), k);
     m_faults.assign(k, std::string());
@@ -225,6 +218,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     // Every member's online parameters, then every member's target (rounded up to 128 values,
     // 256-byte aligned in bf16): the 2K networks of one batched product per layer lie a stride
     // apart; the same for the working copies.
+    m_size = p;
     m_stride = (p + 127) / 128 * 128;
     m_parameters =
         Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::parameters"), 2 * k * m_stride);
@@ -249,12 +243,8 @@ class EngineImpl final : public DqnTrainer::Engine {
     Kokkos::deep_copy(space, m_target, m_online);
     refresh_working();
 
-    Kokkos::View<double*, DeviceMemory> position_values(alloc("dqntrader::train::positions"),
-                                                        positions.size());
-    auto host_positions = Kokkos::create_mirror_view(position_values);
-    for (std::size_t i = 0; i < positions.size(); ++i)
-      host_positions(i) = positions[i];
-    Kokkos::deep_copy(space, position_values, host_positions);
+    const Kokkos::View<double*, DeviceMemory> position_values =
+        upload(space, positions, "dqntrader::train::positions");
     const replay::RewardModel rewards{m_train_features.close(), position_values, c.cost, m_settings,
                                       m_poisoned};
 
@@ -369,19 +359,8 @@ class EngineImpl final : public DqnTrainer::Engine {
     return reports;
   }
 
-  std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters) override {
-    const auto device = upload(m_space, parameters, "dqntrader::train::validate");
-    const eval::ParameterRows rows = eval::parameter_rows(device.data(), 1, device.extent(0));
-    if (windows.size() == 1)
-      return m_evaluator->evaluate_many(rows);
-    std::vector<eval::WindowMetrics> out;
-    for (const auto& window : m_evaluator->walk_forward(rows, windows))
-      out.push_back(window.front());
-    return out;
-  }
-
   std::vector<float> parameters(std::size_t member) const override {
-    const std::size_t p = nn::ParameterLayout(network).size();
+    const std::size_t p = m_size;
     std::vector<float> host(p);
     Kokkos::deep_copy(
         m_space,
@@ -522,7 +501,7 @@ class EngineImpl final : public DqnTrainer::Engine {
 
   // Every member's validation: [window][member].
   std::vector<std::vector<eval::WindowMetrics>> validate_online() {
-    const std::size_t p = nn::ParameterLayout(network).size();
+    const std::size_t p = m_size;
     const eval::ParameterRows rows = eval::parameter_rows(m_online.data(), count(), p, m_stride);
     if (windows.size() == 1)
       return {m_evaluator->evaluate_graphed(rows)};
@@ -547,7 +526,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   void hard_updates(std::int64_t learning) {
     if (!hard_update_due(learning))
       return;
-    const std::size_t p = nn::ParameterLayout(network).size();
+    const std::size_t p = m_size;
     hard_update(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
                 Kokkos::View<const int*, DeviceMemory>(m_active),
                 Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
@@ -693,7 +672,7 @@ class EngineImpl final : public DqnTrainer::Engine {
 
   // The rest of the learning step, after loss(): backward, Adam, the target networks.
   void learn(std::size_t b) {
-    const std::size_t p = nn::ParameterLayout(network).size();
+    const std::size_t p = m_size;
     m_net->backward(m_space, m_side, online_weights(), b, gradients());
     for (std::size_t m = 0; m < count(); ++m) {
       if (m_faults[m] == "gradient")
@@ -749,6 +728,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   Kokkos::View<int*, DeviceMemory> m_active;    // members that still step
   Kokkos::View<int*, DeviceMemory> m_poisoned;  // members whose rewards are NaN (a test fault)
   std::vector<std::string> m_faults;            // per member: the fault of its next step
+  std::size_t m_size = 0;                       // parameters of one network
   std::size_t m_stride = 0;                     // between consecutive members' vectors
   // Every member's online parameters, then every member's target.
   Kokkos::View<float*, DeviceMemory> m_parameters;
@@ -842,10 +822,6 @@ std::vector<EpochReport> DqnTrainer::run_epoch() {
   return m_engine->run_epoch();
 }
 
-std::vector<eval::WindowMetrics> DqnTrainer::validate(const std::vector<float>& parameters) {
-  return m_engine->validate(parameters);
-}
-
 std::vector<float> DqnTrainer::parameters(std::size_t member) const {
   return m_engine->parameters(member);
 }
@@ -863,10 +839,6 @@ void DqnTrainer::inject_fault(std::size_t member, const std::string& kind) {
 
 void DqnTrainer::stop(std::size_t member) {
   m_engine->stop(member);
-}
-
-bool DqnTrainer::active(std::size_t member) const {
-  return m_engine->active.at(member) != 0;
 }
 
 double DqnTrainer::recorded_kernels_per_step() const {

@@ -94,9 +94,6 @@ class DqnTrainer {
   /// pass: one report per member (a stopped member's repeats its last state).
   std::vector<EpochReport> run_epoch();
 
-  /// Metrics of parameters (host, flat layout) on the validation windows.
-  std::vector<eval::WindowMetrics> validate(const std::vector<float>& parameters);
-
   /// Member m's online network's parameters (host copy).
   std::vector<float> parameters(std::size_t member) const;
 
@@ -118,7 +115,6 @@ class DqnTrainer {
   /// Member m takes no more steps (early stopping, a spent fault budget): its state stays as
   /// it is, and the others go on unchanged.
   void stop(std::size_t member);
-  bool active(std::size_t member) const;
   /// Kernels per step in the recorded cycle (the vaccine, guard and probe work amortised over
   /// the cycle); 0 before a cycle is recorded, without graphs and on OpenMP, where nothing is
   /// recorded.

@@ -12,7 +12,7 @@ namespace dqntrader::train {
 
 TrainingGuard::TrainingGuard(const ExecSpace& space, const nn::MemberVectors& layout, double limit)
     : m_layout(layout), m_limit(limit) {
-  const std::size_t extent = (layout.members - 1) * layout.stride + layout.size;
+  const std::size_t extent = layout.extent();
   auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
   m_online = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::snapshot_online"), extent);
   m_target = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::snapshot_target"), extent);
@@ -53,7 +53,7 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
   const auto snap_online = m_online, snap_target = m_target, snap_first = m_first,
              snap_second = m_second;
   const LearnerState<T> s = state;
-  const std::size_t extent = (members - 1) * stride + n;
+  const std::size_t extent = m_layout.extent();
   const bool online_working = s.online_working.extent(0) >= extent,
              target_working = s.target_working.extent(0) >= extent;
   Kokkos::parallel_for(
