@@ -352,7 +352,6 @@ class Population : public ::testing::Test {
                                            train::ResumeOptions resume = {}) const {
     train::PopulationOptions options;
     options.checkpoints = (m_dir / checkpoints).string();
-    options.member_lines = false;
     std::ostringstream log;
     return train::run_population(m_stream.space(), m, options, log, resume);
   }

@@ -382,12 +382,10 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   const std::uint64_t data_fingerprint = run_data.fingerprint;
 
   std::error_code error;
-  for (const std::string& dir : {options.checkpoints}) {
-    std::filesystem::create_directories(dir, error);
-    if (error)
-      throw Error("cannot create the directory '" + dir + "': " + error.message());
-    remove_stale_temporaries(dir);
-  }
+  std::filesystem::create_directories(options.checkpoints, error);
+  if (error)
+    throw Error("cannot create the directory '" + options.checkpoints + "': " + error.message());
+  remove_stale_temporaries(options.checkpoints);
   std::vector<MemberRun> runs(k);
   for (std::size_t m = 0; m < k; ++m) {
     MemberRun& run = runs[m];
@@ -454,7 +452,6 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
       log << "dqntrader train: --force: continuing although" << differences << "\n";
     }
     trainer.restore(sections, source);
-    std::int64_t epoch = 0;
     for (std::size_t m = 0; m < k; ++m) {
       MemberRun& run = runs[m];
       const MemberState state = read_pod<MemberState>(sections, member_section("run", m), source);
@@ -476,7 +473,6 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
           io::find_section(sections, member_section("metrics.jsonl", m), source).bytes;
       run.timings_text =
           io::find_section(sections, member_section("timings.jsonl", m), source).bytes;
-      epoch = std::max(epoch, state.epoch);
     }
     first_epoch = static_cast<std::size_t>(read_pod<std::int64_t>(sections, "epoch", source)) + 1;
     log << "dqntrader train: resuming after epoch " << first_epoch - 1 << " from " << source
@@ -490,17 +486,15 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
 
   const auto [train_begin, train_end] = trainer.training_window();
   const auto [val_begin, val_end] = trainer.validation_window();
-  std::ostringstream discarded;  // what a quiet run does not print
-  std::ostream& lines = options.quiet ? discarded : log;
-  lines << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".."
-        << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
-        << (population.val_data.empty() ? "" : " of " + population.val_data) << "; network "
-        << nn::describe(trainer.network()) << ", " << to_string(population.precision) << "; "
-        << trainer.vaccine_bars() << " stress bars"
-        << (recorded_steps(population) > 0
-                ? "; steps recorded in cycles of " + std::to_string(recorded_steps(population))
-                : std::string())
-        << (k > 1 ? "; " + std::to_string(k) + " members trained together" : std::string()) << "\n";
+  log << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".."
+      << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
+      << (population.val_data.empty() ? "" : " of " + population.val_data) << "; network "
+      << nn::describe(trainer.network()) << ", " << to_string(population.precision) << "; "
+      << trainer.vaccine_bars() << " stress bars"
+      << (recorded_steps(population) > 0
+              ? "; steps recorded in cycles of " + std::to_string(recorded_steps(population))
+              : std::string())
+      << (k > 1 ? "; " + std::to_string(k) + " members trained together" : std::string()) << "\n";
   // The built-in policies on the same windows, once: what the epochs are measured against.
   const std::vector<Baseline> baselines = evaluate_baselines(
       space, run_data.separate_validation() ? run_data.validation : bars,
@@ -509,15 +503,15 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     run.result.baselines = baselines;
     io::write_file_atomically(run.dir + "baselines.json", baselines_json(baselines).dump(2) + "\n");
   }
-  lines << "baselines on the validation window:";
+  log << "baselines on the validation window:";
   for (const Baseline& b : baselines) {
-    lines << (&b == &baselines.front() ? " " : "; ") << b.policy << " sharpe "
-          << io::format_fixed(b.validation_sharpe, 3) << " return "
-          << io::format_percent(b.windows.front().total_return);
+    log << (&b == &baselines.front() ? " " : "; ") << b.policy << " sharpe "
+        << io::format_fixed(b.validation_sharpe, 3) << " return "
+        << io::format_percent(b.windows.front().total_return);
   }
-  lines << "\n";
+  log << "\n";
 
-  Progress progress(lines);
+  Progress progress(log);
   for (std::size_t epoch = first_epoch; epoch <= population.epochs; ++epoch) {
     if (std::all_of(runs.begin(), runs.end(), [](const MemberRun& r) { return r.done; }))
       break;
@@ -571,18 +565,14 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
       run.timings_text += timing + "\n";
 
       const eval::WindowMetrics& v = r.validation.front();
-      if (options.member_lines) {
-        lines << "epoch " << r.epoch << "/" << population.epochs << "  loss "
-              << io::format_fixed(r.loss, 5) << "  mean Q " << io::format_fixed(r.mean_q, 4)
-              << "  eps " << io::format_fixed(r.epsilon, 3) << "  skipped " << r.skipped
-              << "  restores " << r.restores << "  val sharpe "
-              << io::format_fixed(r.validation_sharpe, 3) << "  return "
-              << io::format_percent(v.total_return) << "  drawdown "
-              << io::format_percent(v.max_drawdown) << "  time "
-              << io::format_fixed(r.train_seconds, 2) << "s train + "
-              << io::format_fixed(r.validation_seconds, 2) << "s val" << (improved ? "  *best" : "")
-              << "\n";
-      }
+      log << "epoch " << r.epoch << "/" << population.epochs << "  loss "
+          << io::format_fixed(r.loss, 5) << "  mean Q " << io::format_fixed(r.mean_q, 4) << "  eps "
+          << io::format_fixed(r.epsilon, 3) << "  skipped " << r.skipped << "  restores "
+          << r.restores << "  val sharpe " << io::format_fixed(r.validation_sharpe, 3)
+          << "  return " << io::format_percent(v.total_return) << "  drawdown "
+          << io::format_percent(v.max_drawdown) << "  time " << io::format_fixed(r.train_seconds, 2)
+          << "s train + " << io::format_fixed(r.validation_seconds, 2) << "s val"
+          << (improved ? "  *best" : "") << "\n";
 
       if (r.consecutive_faults >= static_cast<std::int64_t>(run.config.fault_budget)) {
         const std::vector<std::string> kept = checkpoint_paths(options.checkpoints);
@@ -623,27 +613,12 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
         ++run.since_best;
       }
       if (!improved && run.config.patience > 0 && run.since_best >= run.config.patience) {
-        if (options.member_lines) {
-          lines << "stopping early: no better validation Sharpe for " << run.config.patience
-                << " epochs\n";
-        }
+        log << "stopping early: no better validation Sharpe for " << run.config.patience
+            << " epochs\n";
         run.result.stopped_early = true;
         run.done = true;
         trainer.stop(m);
       }
-    }
-    if (!options.member_lines) {
-      std::size_t stepping = 0;
-      double best = -std::numeric_limits<double>::infinity();
-      for (std::size_t m = 0; m < k; ++m) {
-        stepping += runs[m].done ? 0 : 1;
-        if (!runs[m].result.failed)
-          best = std::max(best, reports[m].validation_sharpe);
-      }
-      lines << "epoch " << epoch << "/" << population.epochs << "  " << stepping << " of " << k
-            << " members stepping  best val sharpe " << io::format_fixed(best, 3) << "  time "
-            << io::format_fixed(reports.front().train_seconds, 2) << "s train + "
-            << io::format_fixed(reports.front().validation_seconds, 2) << "s val\n";
     }
     if (options.on_epoch)
       options.on_epoch(epoch, population.epochs);
@@ -688,11 +663,11 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     MemberRun& run = runs[m];
     if (!run.result.failed && !run.finished)
       finish_member(run, trainer, m, baselines, data_fingerprint, val_begin, val_end);
-    if (options.member_lines && !run.result.failed) {
+    if (!run.result.failed) {
       const std::string compared = compared_with_baselines(run.result.best_sharpe, baselines);
-      lines << "best validation Sharpe " << io::format_fixed(run.result.best_sharpe, 3)
-            << " at epoch " << run.result.best_epoch << (compared.empty() ? "" : ": " + compared)
-            << "; run in " << run.config.out << "\n";
+      log << "best validation Sharpe " << io::format_fixed(run.result.best_sharpe, 3)
+          << " at epoch " << run.result.best_epoch << (compared.empty() ? "" : ": " + compared)
+          << "; run in " << run.config.out << "\n";
     }
     results.push_back(run.result);
   }

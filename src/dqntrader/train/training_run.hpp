@@ -88,9 +88,7 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::o
                        const ResumeOptions& resume = {});
 
 struct PopulationOptions {
-  std::string checkpoints;   // the directory of the population's checkpoints
-  bool member_lines = true;  // a line per member per epoch (else one per epoch)
-  bool quiet = false;        // no lines at all but what went wrong (a sweep's populations)
+  std::string checkpoints;  // the directory of the population's checkpoints
   // Called after each epoch with it and the epochs to run (progress of a sweep).
   std::function<void(std::size_t epoch, std::size_t epochs)> on_epoch;
 };
