@@ -106,9 +106,7 @@ void coordinate(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& lo
                     const std::vector<sweep::MemberResult>& results) {
     const auto start = Clock::now();
     std::lock_guard<std::mutex> lock(mutex);
-    sweep::record(plan, p, results);
-    sweep::write_plan(plan);
-    log << sweep::population_line(plan, p, seconds) << std::endl;
+    log << sweep::record(plan, p, results, seconds) << std::endl;
     trained += seconds;
     overhead += seconds_since(start);
   };

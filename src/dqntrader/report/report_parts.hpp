@@ -1,9 +1,7 @@
 // What the run report and the sweep report share: the page's head and style sheet, the
-// colours of the policies, the equity chart (log scale over orders of magnitude, log10 of
-// equity past the largest double) and the printing of a metric's JSON value.
+// colours of the policies and the equity chart (log scale over orders of magnitude, log10 of
+// equity past the largest double).
 #pragma once
-
-#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>

@@ -34,13 +34,6 @@ bool parse_double(const std::string& text, double& value) {
   return !text.empty() && parsed.ec == std::errc() && parsed.ptr == last;
 }
 
-// The shortest text that reads back to the same double.
-std::string number_text(double v) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
-  return std::string(buffer, result.ptr);
-}
-
 train::Setting* find_setting(std::vector<train::Setting>& all, const std::string& name) {
   const auto found =
       std::find_if(all.begin(), all.end(), [&](const train::Setting& s) { return s.name == name; });
@@ -58,7 +51,7 @@ void set_value(train::Setting& setting, std::string value) {
 // Sets a drawn number: as it is, or, for a setting that takes whole numbers only, rounded.
 void set_number(train::Setting& setting, double value) {
   try {
-    setting.set(number_text(value));
+    setting.set(train::number_text(value));
   } catch (const InputError&) {
     setting.set(std::to_string(std::llround(value)));
   }
@@ -275,7 +268,7 @@ std::vector<Combination> combinations(const SearchSpace& space) {
       const double u = rng.uniform();
       const double v = a.log ? std::exp(std::log(a.low) + u * (std::log(a.high) - std::log(a.low)))
                              : a.low + u * (a.high - a.low);
-      c.values.push_back({a.setting, number_text(v)});
+      c.values.push_back({a.setting, train::number_text(v)});
     }
     out.push_back(c);
   }
@@ -314,7 +307,8 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
     if (a.range && !setting->is_number)
       throw InputError(where + "a range needs a numeric setting");
     const std::vector<std::string> values =
-        a.range ? std::vector<std::string>{number_text(a.low), number_text(a.high)} : a.values;
+        a.range ? std::vector<std::string>{train::number_text(a.low), train::number_text(a.high)}
+                : a.values;
     for (const std::string& v : values) {
       train::TrainConfig one = base;
       std::vector<train::Setting> own = train::settings(one);

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <map>
 
 #include "dqntrader/core/error.hpp"
@@ -189,17 +189,10 @@ void write_plan(const SweepPlan& plan) {
 
 SweepPlan read_plan(const std::string& directory) {
   const std::string path = directory + "/sweep.json";
-  std::ifstream in(path);
-  if (!in)
+  if (!std::filesystem::exists(path))
     throw InputError(path, 0, 0,
-                     std::string("cannot open (not a sweep directory?): ") + std::strerror(errno));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path, 0, 0, std::string("not valid JSON: ") + e.what());
-  }
-  return plan_from_json(j, directory, path);
+                     std::string("cannot open (not a sweep directory?): ") + std::strerror(ENOENT));
+  return plan_from_json(io::read_json_file(path), directory, path);
 }
 
 SweepPlan plan_from_json(const nlohmann::json& j, const std::string& directory,

@@ -16,8 +16,6 @@
 
 namespace dqntrader::sweep {
 
-namespace {}  // namespace
-
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
     const std::function<void(std::size_t, std::size_t)>& on_epoch) {
@@ -27,12 +25,10 @@ std::vector<MemberResult> run_planned_population(
     members.push_back(member_config(plan, id));
   train::PopulationOptions options;
   options.checkpoints = plan.directory + "/" + population.checkpoints;
-  options.member_lines = false;
-  options.quiet = true;
   options.on_epoch = on_epoch;
   train::ResumeOptions resume;
   resume.resume = !train::checkpoint_paths(options.checkpoints).empty();
-  std::ostringstream log;
+  std::ostringstream log;  // a sweep prints a line a population (population_line), not its epochs
   std::vector<MemberResult> out;
   try {
     for (const train::RunResult& r : train::run_population(space, members, options, log, resume))
@@ -48,13 +44,10 @@ std::vector<MemberResult> run_planned_population(
   return out;
 }
 
-void record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results) {
-  PopulationPlan& population = plan.populations.at(p);
-  for (std::size_t i = 0; i < population.members.size(); ++i)
-    plan.members.at(population.members[i]).result = results.at(i);
-  population.finished = true;
-}
+namespace {
 
+// One line about finished population p: its members, how they ended, its best member and the
+// seconds it took.
 std::string population_line(const SweepPlan& plan, std::size_t p, double seconds) {
   const PopulationPlan& population = plan.populations.at(p);
   std::size_t finished = 0, stopped = 0, failed = 0, best = population.members.front();
@@ -87,6 +80,18 @@ std::string population_line(const SweepPlan& plan, std::size_t p, double seconds
   return line.str();
 }
 
+}  // namespace
+
+std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results,
+                   double seconds) {
+  PopulationPlan& population = plan.populations.at(p);
+  for (std::size_t i = 0; i < population.members.size(); ++i)
+    plan.members.at(population.members[i]).result = results.at(i);
+  population.finished = true;
+  write_plan(plan);
+  return population_line(plan, p, seconds);
+}
+
 void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log) {
   const bool terminal = ::isatty(STDERR_FILENO) != 0 && &log == &std::cerr;
   std::size_t members_done = 0;
@@ -110,14 +115,13 @@ void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log) {
     };
     bar(0, 1);
     const std::vector<MemberResult> results = run_planned_population(space, plan, p, bar);
-    record(plan, p, results);
-    write_plan(plan);
-    members_done += size;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string line = record(plan, p, results, seconds);
+    members_done += size;
     if (terminal)
       log << "\r\033[K";
-    log << population_line(plan, p, seconds) << "\n";
+    log << line << "\n";
   }
   write_leaderboards(plan);
 }

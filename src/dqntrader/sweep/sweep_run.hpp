@@ -24,12 +24,11 @@ std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
     const std::function<void(std::size_t epoch, std::size_t epochs)>& on_epoch = {});
 
-/// Records population p's results in plan (its members' entries; the population finished).
-void record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results);
-
-/// One line about a finished population: its members, how they ended, its best member and
-/// the seconds it took.
-std::string population_line(const SweepPlan& plan, std::size_t p, double seconds);
+/// Records population p's results in plan (its members' entries; the population finished),
+/// writes sweep.json and returns the line about it: its members, how they ended, its best
+/// member and the seconds it took.
+std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results,
+                   double seconds);
 
 /// Runs every population of plan that has not finished, in order, on space: sweep.json after
 /// each, the leaderboards at the end; a progress bar on a terminal (log being std::cerr) and

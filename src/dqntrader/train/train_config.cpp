@@ -18,14 +18,13 @@ Precision TrainConfig::default_precision() {
 #endif
 }
 
-namespace {
-
-// The shortest text that reads back to the same double.
-std::string text(double v) {
+std::string number_text(double v) {
   char buffer[64];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
   return std::string(buffer, result.ptr);
 }
+
+namespace {
 
 template <class T>
 T parse_number(const std::string& name, const std::string& value) {
@@ -55,7 +54,7 @@ Setting number(const std::string& name, const std::string& help, T& field) {
   Setting s{name, help, nullptr, nullptr, false, false, true, ""};
   s.get = [&field] {
     if constexpr (std::is_floating_point<T>::value)
-      return text(field);
+      return number_text(field);
     return std::to_string(field);
   };
   s.set = [name, &field](const std::string& v) { field = parse_number<T>(name, v); };

@@ -89,6 +89,9 @@ struct Setting {
   std::string documented_default;  // for defaults that depend on the build; else get()
 };
 
+/// The shortest text that reads back to the same double (how a setting's number is written).
+std::string number_text(double v);
+
 /// The settings of config, bound to it.
 std::vector<Setting> settings(TrainConfig& config);
 
