@@ -7,6 +7,7 @@ scripts/device/cuda-suite.sh profile writes it: launches, mean time, and per tra
 """
 import collections
 import csv
+import re
 import sys
 
 
@@ -30,7 +31,6 @@ def main() -> int:
         for prefix in ("void Kokkos::cuda_parallel_launch_local_memory<Kokkos::",
                        "void Kokkos::cuda_parallel_launch_constant_memory<Kokkos::"):
             name = name.replace(prefix, "")
-        name = name[:90]
         count[name] += 1
         total[name] += float(r[value_at].replace(",", "")) / 1000.0  # ns -> us
         shape[name] = f"{r[grid_at]} x {r[block_at]}"
@@ -43,8 +43,14 @@ def main() -> int:
     print()
     print("| kernel | grid x block | per step | mean (us) | us per step |")
     print("|---|---|---|---|---|")
+    # Kernels whose names begin alike (the lambdas of one function) are told apart by the
+    # lambdas' instance numbers, which follow the first 90 characters.
+    def shown(name: str) -> str:
+        instances = re.findall(r"\(instance \d+\)", name)
+        return name[:90] + ("".join(f" {i}" for i in instances) if instances else "")
+
     for name in sorted(count, key=lambda n: -total[n]):
-        print(f"| `{name}` | {shape[name]} | {count[name] / steps:.2f} | "
+        print(f"| `{shown(name)}` | {shape[name]} | {count[name] / steps:.2f} | "
               f"{total[name] / count[name]:.2f} | {total[name] / steps:.2f} |")
     return 0
 

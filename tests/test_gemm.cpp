@@ -486,9 +486,9 @@ TEST(GemmEpilogue, BiasAndReluOnAStridedBatchInEveryMode) {
 
 // --- rows with a gap after them ----------------------------------------------------------------
 
-// Each operand the first columns of a wider array (a row stride longer than its rows, as the
-// networks' activations with their column of ones are): every transpose, a batch of 2 with
-// the A operand shared, against the oracle; the columns past C's are not written.
+// Each operand the first columns of a wider array (a row stride longer than its rows): every
+// transpose, a batch of 2 with the A operand shared, against the oracle; the columns past C's are
+// not written.
 template <class TAB, class TC, class ToAB, class ToC, class FromC>
 void check_gapped(Mode mode, ToAB to_ab, ToC to_c, FromC from_c, std::uint64_t seed) {
   std::mt19937_64 rng(seed);

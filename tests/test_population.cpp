@@ -55,23 +55,6 @@ void write_rows(const ExecSpace& space, const nn::OutputGradient<float>& g,
   space.fence();
 }
 
-// Host values into the strided blocks of blocks_with_ones (the column of ones after each row
-// kept): through a contiguous device copy, since a strided view copies across memory spaces
-// only within one.
-void fill_blocks(const gemm::StridedBatch<float>& blocks,
-                 const gemm::StridedBatch<float>::HostMirror& host) {
-  MatrixBatch<float> packed("test::packed", blocks.extent(0), blocks.extent(1), blocks.extent(2));
-  auto packed_host = Kokkos::create_mirror_view(packed);
-  for (std::size_t s = 0; s < blocks.extent(0); ++s) {
-    for (std::size_t r = 0; r < blocks.extent(1); ++r) {
-      for (std::size_t j = 0; j < blocks.extent(2); ++j)
-        packed_host(s, r, j) = host(s, r, j);
-    }
-  }
-  Kokkos::deep_copy(packed, packed_host);
-  Kokkos::deep_copy(blocks, packed);
-}
-
 // The members' online networks and targets in one batched pass, then their backward passes,
 // against each member's pair evaluated alone: the same Q-values and gradients (bitwise on
 // OpenMP, where every product of a batch is its own BLAS call; within float rounding on CUDA).
@@ -95,8 +78,7 @@ TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
   }
   const ExecSpace space;
   const auto parameters = upload(all);
-  const gemm::StridedBatch<float> states =
-      nn::blocks_with_ones<float>(space, "test::states", 2 * k, rows, state);
+  const MatrixBatch<float> states("test::states", 2 * k, rows, state);
   std::vector<std::vector<float>> member_states;
   auto host_states = Kokkos::create_mirror_view(states);
   for (std::size_t m = 0; m < k; ++m) {
@@ -106,7 +88,7 @@ TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
         host_states(m, r, j) = host_states(k + m, r, j) = member_states[m][r * state + j];
     }
   }
-  fill_blocks(states, host_states);
+  Kokkos::deep_copy(states, host_states);
   nn::Mlp<float> population(space, spec, Precision::fp32, rows, 2 * k, k);
   MatrixBatch<float> q("test::q", 2 * k, rows, spec.actions);
   nn::head_forward(
@@ -131,14 +113,13 @@ TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
     std::copy(all.begin() + m * stride, all.begin() + m * stride + p, pair.begin());
     std::copy(all.begin() + (k + m) * stride, all.begin() + (k + m) * stride + p, pair.begin() + p);
     const auto both = upload(pair);
-    const gemm::StridedBatch<float> one_states =
-        nn::blocks_with_ones<float>(space, "test::one", 2, rows, state);
+    const MatrixBatch<float> one_states("test::one", 2, rows, state);
     auto host_one = Kokkos::create_mirror_view(one_states);
     for (std::size_t r = 0; r < rows; ++r) {
       for (std::size_t j = 0; j < state; ++j)
         host_one(0, r, j) = host_one(1, r, j) = member_states[m][r * state + j];
     }
-    fill_blocks(one_states, host_one);
+    Kokkos::deep_copy(one_states, host_one);
     nn::Mlp<float> alone(space, spec, Precision::fp32, rows, 2, 1);
     MatrixBatch<float> q_one("test::q_one", 2, rows, spec.actions);
     nn::head_forward(space, alone.forward_pair(space, {both, both, 1, p}, one_states, rows), rows,

@@ -128,17 +128,11 @@ double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
   return total;
 }
 
-class Backward : public ::testing::TestWithParam<bool> {};
+// Hidden widths not a multiple of a pack (each row value by value) or multiples of it (whole
+// packs).
+class Backward : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 // A network of 5 features (state 8) with the given hidden widths.
-// The states in the rows backward() needs: each followed by a column of ones.
-StridedMatrix<float> with_ones_column(const Matrix<float>& states) {
-  const StridedMatrix<float> rows =
-      nn::rows_with_ones<float>(ExecSpace(), "test::states", states.extent(0), states.extent(1));
-  Kokkos::deep_copy(rows, states);
-  return rows;
-}
-
 nn::NetworkSpec small_network(const std::vector<std::size_t>& hidden, bool dueling) {
   nn::NetworkSpec spec;
   spec.features = 5;
@@ -148,14 +142,17 @@ nn::NetworkSpec small_network(const std::vector<std::size_t>& hidden, bool dueli
 }
 
 TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
-  const bool dueling = GetParam();
+  const bool dueling = std::get<0>(GetParam()), packed = std::get<1>(GetParam());
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  // Wider than a warp and than a column tile (32), not a multiple of either.
-  const nn::NetworkSpec spec = small_network({40, 33}, dueling);
+  // Wider than a warp; 33 a multiple of neither a warp nor a pack; 136 wider than a column
+  // tile (128).
+  const nn::NetworkSpec spec =
+      packed ? small_network({136, 48}, dueling) : small_network({40, 33}, dueling);
   const nn::ParameterLayout layout(spec);
-  const std::size_t rows = 9, state = spec.state_size();
+  // With packs, more rows than a chunk of the host's column passes (16).
+  const std::size_t rows = packed ? 40 : 9, state = spec.state_size();
   const oracle::Network reference{spec.features, 3, 3, spec.hidden, dueling};
   // Drawn again while a hidden unit's pre-activation lies within 1e-4 of its ReLU's kink,
   // where the derivative is not defined: a central difference would straddle it, or the
@@ -192,8 +189,7 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   const nn::Weights<float> weights{device_parameters, device_parameters};
   MatrixBatch<float> q("test::q", 1, rows, spec.actions);
   // The network keeps a view of the states it was given for backward(): they must outlive it.
-  const StridedMatrix<float> states_with_ones = with_ones_column(states);
-  net.forward(space, weights, nn::batch_of_one(states_with_ones), rows, q);
+  net.forward(space, weights, nn::batch_of_one(StridedMatrix<const float>(states)), rows, q);
   Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
   write_output_gradient(space, net.output_gradient(rows, nn::Gradients{grads}), w);
   const exec::SideStream side;
@@ -263,30 +259,12 @@ TEST(Mlp, RejectsAHeadWiderThanItsPassesHold) {
   EXPECT_THROW(nn::Mlp<float>(space, spec, Precision::fp32, 2), InputError);
 }
 
-// backward() takes the bias gradients from the column of ones after the forward pass's
-// states: states without one are refused.
-TEST(Mlp, BackwardRefusesStatesWithoutTheColumnOfOnes) {
-  const ExecSpace space;
-  const nn::NetworkSpec spec = small_network({4}, false);
-  const nn::ParameterLayout layout(spec);
-  const std::size_t rows = 3;
-  nn::Mlp<float> net(space, spec, Precision::fp32, rows);
-  const auto parameters = upload(nn::initial_parameters(layout, 1));
-  const nn::Weights<float> weights{parameters, parameters};
-  Matrix<float> states("test::states", rows, spec.state_size());
-  MatrixBatch<float> q("test::q", 1, rows, spec.actions);
-  Kokkos::View<float*, DeviceMemory> grads("test::grads", layout.size());
-  const exec::SideStream side;
-  net.forward(space, weights, nn::batch_of_one(StridedMatrix<const float>(states)), rows, q);
-  EXPECT_THROW(net.backward(space, side, weights, rows, nn::Gradients{grads}), InputError);
-  const StridedMatrix<float> states_with_ones = with_ones_column(states);
-  net.forward(space, weights, nn::batch_of_one(states_with_ones), rows, q);
-  EXPECT_NO_THROW(net.backward(space, side, weights, rows, nn::Gradients{grads}));
-}
-
-INSTANTIATE_TEST_SUITE_P(Dueling, Backward, ::testing::Values(false, true), [](const auto& info) {
-  return std::string(info.param ? "dueling" : "plain");
-});
+INSTANTIATE_TEST_SUITE_P(Dueling, Backward,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "dueling" : "plain") +
+                                  (std::get<1>(info.param) ? "_packed" : "_values");
+                         });
 
 // forward_pair: the online and a second weight set in one batched pass give what two
 // separate passes give, and backward then sees the online network's activations.
@@ -315,7 +293,7 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
   Kokkos::deep_copy(plain_states,
                     Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace>(
                         values.data(), rows, state));
-  const StridedMatrix<float> states = with_ones_column(plain_states);
+  const StridedMatrix<float> states = plain_states;
   nn::Mlp<float> paired(space, spec, Precision::fp32, rows, 2, 1);
   nn::Mlp<float> single(space, spec, Precision::fp32, rows);
   const auto shared = nn::batch_of_one(StridedMatrix<const float>(states));
@@ -542,16 +520,19 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
 // Many teams' sums, a dueling head, the head's bias and further rows: against the same
 // definitions in double over random activations and head parameters. B is no multiple of any
 // team's rows, so that the last team holds fewer.
-class TdLossOracle : public ::testing::TestWithParam<bool> {};
+// The last hidden layer 37 wide (its rows value by value) or 64 (whole packs).
+class TdLossOracle : public ::testing::TestWithParam<std::tuple<bool, std::size_t>> {};
 
 TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  const bool dueling = GetParam();
-  const std::size_t b = 203, further = 19, rows = 2 * b + further, hidden = 37, actions = 3;
+  const bool dueling = std::get<0>(GetParam());
+  const std::size_t hidden = std::get<1>(GetParam());
+  const std::size_t b = 203, further = 19, rows = 2 * b + further, actions = 3;
   const std::size_t width = dueling ? actions + 1 : actions;
-  const std::size_t stride = hidden * width + width + 5;  // the copies' parameters apart
+  // The copies' parameters apart, by a multiple of a pack.
+  const std::size_t stride = (hidden * width + width + 5 + kPack - 1) / kPack * kPack;
   const double delta = 0.5;
   const std::vector<float> h = testing::random_values(rng, 2 * rows * hidden);
   std::vector<float> parameters = testing::random_values(rng, 2 * stride);
@@ -564,6 +545,7 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   head.copy_stride = stride;
   head.width = width;
   head.dueling = dueling;
+  ASSERT_EQ(nn::head_packs(head), hidden % kPack == 0);
 
   const ExecSpace space;
   replay::Batch batch(space, b);
@@ -668,8 +650,13 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   EXPECT_EQ(t(0).batches, 1.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dueling, TdLossOracle, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "dueling" : "plain"; });
+INSTANTIATE_TEST_SUITE_P(Dueling, TdLossOracle,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Values(std::size_t{37}, std::size_t{64})),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "dueling" : "plain") +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 // --- replay: n-step sampling, wrap-around, reproducibility, uniformity -------------------------
 
@@ -727,22 +714,16 @@ void draw(const ExecSpace& space, const Sampler& sampler, const replay::Batch& b
   const Matrix<const float> features(column.data(), bars, 1);
   const auto env_bars = upload(std::vector<std::int32_t>{17, 3});
   const auto env_positions = upload(std::vector<std::int8_t>{2, 0});
-  // The trainer's buffer: rows followed by the column of ones, which assembly keeps; a block
-  // for the online network and one for the target, which get the same rows.
+  // The trainer's buffer: a block for the online network and one for the target, which get
+  // the same rows.
   const std::size_t rows = 2 * b + 2, state = 1 + positions;
-  const gemm::StridedBatch<float> states =
-      nn::blocks_with_ones<float>(space, "test::states", 2, rows, state);
-  env::assemble_learning_states(space, features, sampler, batch, {env_bars, env_positions}, states);
-  MatrixBatch<float> packed("test::packed", 2, rows, state + 1);
-  Kokkos::deep_copy(
-      packed, gemm::StridedBatch<float>(
-                  states.data(),
-                  Kokkos::LayoutStride(2, states.stride(0), rows, states.stride(1), state + 1, 1)));
-  const auto blocks = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
+  const MatrixBatch<float> states("test::states", 2, rows, state);
+  env::assemble_learning_states(space, features, sampler, batch, {env_bars, env_positions},
+                                gemm::StridedBatch<float>(states));
+  const auto blocks = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), states);
   const auto got = Kokkos::subview(blocks, 0, Kokkos::ALL, Kokkos::ALL);
   for (std::size_t row = 0; row < rows; ++row) {
-    ASSERT_EQ(got(row, state), 1.0f) << "the column of ones, row " << row;
-    for (std::size_t j = 0; j <= state; ++j)
+    for (std::size_t j = 0; j < state; ++j)
       ASSERT_EQ(blocks(1, row, j), got(row, j)) << "the target's block, row " << row;
   }
   const auto bar = download(batch.bar), next_bar = download(batch.next_bar);

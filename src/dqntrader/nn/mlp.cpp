@@ -26,14 +26,6 @@ gemm::StridedBatch<T> first_of(const gemm::StridedBatch<T>& x, std::size_t sets,
       x.data(), Kokkos::LayoutStride(sets, x.stride(0), rows, x.stride(1), x.extent(2), 1));
 }
 
-// The column after x: the column of ones of rows_with_ones.
-template <class T>
-gemm::StridedBatch<const T> ones_after(const gemm::StridedBatch<const T>& x) {
-  return gemm::StridedBatch<const T>(
-      x.data() + x.extent(2),
-      Kokkos::LayoutStride(x.extent(0), x.stride(0), x.extent(1), x.stride(1), 1, 1));
-}
-
 // Tensor t of count weight sets, set s at s * stride values into values: [set][row][col].
 template <class T>
 gemm::StridedBatch<T> tensor_sets(T* values, const Tensor& t, std::size_t count,
@@ -41,9 +33,6 @@ gemm::StridedBatch<T> tensor_sets(T* values, const Tensor& t, std::size_t count,
   return gemm::StridedBatch<T>(values + t.offset,
                                Kokkos::LayoutStride(count, stride, t.rows, t.cols, t.cols, 1));
 }
-
-// Values a thread loads side by side (the loads overlap).
-constexpr int kBatch = 8;
 
 // Rows of the head a team evaluates in head_forward, kHeadLanes threads each.
 #if defined(DQNTRADER_BACKEND_CUDA)
@@ -54,36 +43,30 @@ constexpr int kRowsPerTeam = 1;
 
 // The head in one pass: for row r of copy c, o = hidden(c, r, :) w_c + bias_c, and q(c, r, :)
 // its Q-values (head_q). Each row's lanes add their shares in a fixed tree.
-template <int W, class T>
+template <int W, bool Whole, class T>
 void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t rows,
                   const gemm::StridedBatch<float>& q) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Policy::member_type;
-  using Scratch = TeamScratch<float>;
   const std::size_t inputs = head.hidden.extent(2), actions = q.extent(2);
   const std::size_t all = q.extent(0) * rows;
   constexpr int team = kHeadLanes * kRowsPerTeam;
   Policy policy(space, static_cast<int>((all + kRowsPerTeam - 1) / kRowsPerTeam), team);
-  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(W * team)));
   Kokkos::parallel_for(
       "dqntrader::nn::head_forward", policy, KOKKOS_LAMBDA(const Member& member) {
-        const Scratch partial(member.team_scratch(0), W * team);
         const int lane = member.team_rank() % kHeadLanes, slot = member.team_rank() / kHeadLanes;
         const std::size_t at = static_cast<std::size_t>(member.league_rank()) * kRowsPerTeam + slot;
         const std::size_t c = at / rows, r = at % rows;
-        float sum[W] = {};
-        if (at < all)
-          head_dot<W>(lane, head.row(c, r), head.weight_of(c), inputs, sum);
-        // Row slot's sums at [slot][a][lane].
-        const int base = slot * W * kHeadLanes;
-        for (int a = 0; a < W; ++a)
-          partial(base + a * kHeadLanes + lane) = sum[a];
-        group_tree_sum(member, partial, W, kHeadLanes);
+        float sum[1][W] = {};
+        if (at < all) {
+          const T* const row[1] = {head.row(c, r)};
+          head_dot<W, 1, Whole>(lane, row, head.weight_of(c), inputs, sum);
+        }
+        lane_sums<W>(sum[0]);
         if (lane != 0 || at >= all)
           return;
         float values[W];
-        head_q<W>([&](int a) { return partial(base + a * kHeadLanes) + head.bias_of(c, a); },
-                  head.dueling, values);
+        head_q<W>([&](int a) { return sum[0][a] + head.bias_of(c, a); }, head.dueling, values);
         for (std::size_t a = 0; a < actions; ++a)
           q(c, r, a) = values[a];
       });
@@ -99,7 +82,9 @@ void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t
     throw InputError("head_forward: " + std::to_string(rows) + " rows do not fit the buffers");
   }
   with_head_width(head.width, [&](auto width) {
-    head_forward<decltype(width)::value, T>(space, head, rows, q);
+    with_head_packs(head, [&](auto whole) {
+      head_forward<decltype(width)::value, decltype(whole)::value, T>(space, head, rows, q);
+    });
   });
 }
 
@@ -110,191 +95,295 @@ template void head_forward(const ExecSpace&, const HeadInputs<bf16>&, std::size_
 
 namespace {
 
-// The head's backward in one pass over the last hidden layer's activations h, for each
-// learner k: from the head's output gradient g_k (rows x W) and weight w_k (hidden x W), that
-// layer's gradient before its ReLU, y_k = g_k w_k^T zeroed where h_k <= 0 (the ReLU's
-// derivative), in the compute type (g w^T has W columns: a product of its own would be
-// wasteful), and the head's weight gradient weight_grad_k[j * W + a] = sum over rows of
-// h_k[r][j] g_k[r][a] (h^T g).
-//
-// A team takes kColumns adjacent columns of one of kRowChunks chunks of one learner's rows.
-// On CUDA neighbouring threads take neighbouring columns (and addresses), and its kGroups
-// thread groups every kGroups-th row of the chunk, kBatch rows at a time (loaded before any is
-// stored, so that the loads overlap); on the host the team's one thread walks the chunk's rows
-// in order with the columns side by side. The team's sums go to partials(k, chunk, a * columns
-// + column); the last team of a learner's column tile adds its kRowChunks chunks in order: the
-// same order on every run, at every thread count and for any number of learners.
-constexpr int kColumns = 32, kGroups = 16, kRowChunks = 8;
-constexpr int kThreads = kColumns * kGroups;
+// --- The backward pass's column passes -------------------------------------------------------
+// A hidden layer's gradient before its ReLU, dZ (rows x cols per learner), in one pass with the
+// sums of its columns over the rows: the layer's bias gradient db = 1^T dZ, and in the head's
+// pass also the head's weight gradient h^T g. A thread takes kPack adjacent columns (one load
+// of a pack each, where the rows allow it) of a tile of columns, and every groups-th row of a
+// chunk of rows, kRowBatch rows loaded before any is stored (their loads overlap). Its sums are
+// added to those of the row groups of its warp (a butterfly of shuffles on CUDA), then the
+// warps' in scratch in order, into partials(learner, chunk, s * cols + column); the last team
+// of a learner's column tile adds the chunks in order: the same order on every run and for any
+// number of learners. On CUDA a tile is up to kCudaTilePacks packs (32 columns) and a thread's
+// rows one batch: narrow tiles and short chunks, so that even one learner's pass has thousands
+// of threads and the last team adds few chunks. On the host a team is one thread, which takes
+// a tile of up to kHostTilePacks packs one pack after another over a chunk of kHostChunkRows
+// rows (one group).
+constexpr int kRowBatch = 4;
 #if defined(DQNTRADER_BACKEND_CUDA)
-constexpr int kColumnTeam = kThreads;
+constexpr std::size_t kColumnTeam = 256, kCudaTilePacks = 4;
 #else
-constexpr int kColumnTeam = 1;  // one thread a team on the host
+constexpr std::size_t kColumnTeam = 1, kHostTilePacks = 16, kHostChunkRows = 64;
 #endif
+// Threads whose sums a warp adds before they meet in scratch (on the host a layout constant: a
+// team's one thread takes fewer packs than this).
+constexpr std::size_t kWarpLanes = 32;
 
-// The head's backward's operands, learner k's at k times the strides.
-template <class T>
-struct HeadBackward {
+// How a column pass over learners' rows x cols divides them among teams of kColumnTeam threads.
+struct ColumnTiles {
+  std::size_t rows = 0, cols = 0, packs = 0, tile_packs = 0, groups = 0, tiles = 0;
+  std::size_t chunk_rows = 0, chunks = 0;
+
+  ColumnTiles(std::size_t rows_, std::size_t cols_) : rows(rows_), cols(cols_) {
+    packs = (cols + kPack - 1) / kPack;
+#if defined(DQNTRADER_BACKEND_CUDA)
+    // A power of two, so that a warp's lanes of one pack lie a power of two apart and the team
+    // is whole groups.
+    tile_packs = 1;
+    while (tile_packs * 2 <= packs && tile_packs * 2 <= kCudaTilePacks)
+      tile_packs *= 2;
+    groups = kColumnTeam / tile_packs;
+    chunk_rows = groups * kRowBatch;
+#else
+    tile_packs = packs < kHostTilePacks ? packs : kHostTilePacks;
+    groups = 1;
+    chunk_rows = kHostChunkRows;
+#endif
+    tiles = (packs + tile_packs - 1) / tile_packs;
+    chunks = (rows + chunk_rows - 1) / chunk_rows;
+  }
+  KOKKOS_INLINE_FUNCTION std::size_t threads() const {
+    return tile_packs * groups;
+  }
+  KOKKOS_INLINE_FUNCTION std::size_t warps() const {
+    return (threads() + kWarpLanes - 1) / kWarpLanes;
+  }
+  KOKKOS_INLINE_FUNCTION std::size_t tile_cols() const {
+    return tile_packs * kPack;
+  }
+};
+
+// Adds each thread's sums to those of the other threads of its warp that take the same pack
+// (lanes `from`, 2 from, ... apart: every row group of the warp), in a butterfly: every such
+// lane gets the same sums. On the host a team's one thread is its only group: nothing to add.
+template <int S>
+KOKKOS_INLINE_FUNCTION void add_warp_groups(float (&sums)[S][kPack], std::size_t from) {
+#if defined(__CUDA_ARCH__)
+  for (unsigned apart = static_cast<unsigned>(from); apart < kWarpLanes; apart *= 2) {
+    for (int s = 0; s < S; ++s) {
+      for (int c = 0; c < kPack; ++c)
+        sums[s][c] += __shfl_xor_sync(0xffffffffu, sums[s][c], apart);
+    }
+  }
+#else
+  (void)sums;
+  (void)from;
+#endif
+}
+
+// The head's rows: from the head's output gradient g (rows x W) and weight w (hidden x W),
+// the last hidden layer's dZ = g w^T zeroed where h <= 0 (the ReLU's derivative), in the
+// compute type (g w^T has W columns: a product of its own would be wasteful); sums: dZ (the
+// layer's bias gradient) and h g(:, a) for each a (the head's weight gradient).
+template <int W, class T, bool Whole>
+struct HeadRows {
+  static constexpr int kSums = 1 + W;
   gemm::StridedBatch<const T> g, h;  // [learner][row][W], [learner][row][hidden]
   gemm::StridedBatch<T> y;           // [learner][row][hidden]
   const T* w = nullptr;              // learner k's head weight (hidden x W) at w + k * w_stride
   std::size_t w_stride = 0;
-  float* weight_grad = nullptr;  // learner k's at weight_grad + k * grad_stride
-  std::size_t grad_stride = 0;
-  MatrixBatch<float> partials;                 // [learner][chunk][W * hidden]
+
+  struct Thread {
+    const HeadRows* p;
+    std::size_t k, j0;
+    int n;
+    float wt[kPack][W];
+
+    KOKKOS_INLINE_FUNCTION void rows(const std::size_t (&r)[kRowBatch], int count,
+                                     float (&sums)[kSums][kPack]) const {
+      float held[kRowBatch][kPack], ga[kRowBatch][W];
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (b >= count)
+          break;
+        load_pack<Whole>(&p->h(k, r[b], j0), n, held[b]);
+        for (int a = 0; a < W; ++a)
+          ga[b][a] = to_float(p->g(k, r[b], static_cast<std::size_t>(a)));
+      }
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (b >= count)
+          break;
+        float dz[kPack];
+        for (int c = 0; c < kPack; ++c) {
+          float x = 0.0f;
+          for (int a = 0; a < W; ++a)
+            x += ga[b][a] * wt[c][a];
+          dz[c] = held[b][c] > 0.0f ? stored_value<T>(x) : 0.0f;
+        }
+        store_pack<Whole>(&p->y(k, r[b], j0), n, dz);
+        for (int c = 0; c < kPack; ++c) {
+          sums[0][c] += dz[c];
+          for (int a = 0; a < W; ++a)
+            sums[1 + a][c] += held[b][c] * ga[b][a];
+        }
+      }
+    }
+  };
+  KOKKOS_INLINE_FUNCTION Thread thread(std::size_t k, std::size_t j0, int n) const {
+    Thread t{this, k, j0, n, {}};
+    const T* const wk = w + k * w_stride;
+    for (int c = 0; c < n; ++c) {
+      for (int a = 0; a < W; ++a)
+        t.wt[c][a] = to_float(wk[(j0 + static_cast<std::size_t>(c)) * W + a]);
+    }
+    return t;
+  }
+};
+
+// A hidden layer's rows below the last: y = dH, the gradient of its output, becomes dZ in
+// place, zeroed where h <= 0; sums: dZ (the layer's bias gradient).
+template <class T, bool Whole>
+struct ReluRows {
+  static constexpr int kSums = 1;
+  gemm::StridedBatch<const T> h;
+  gemm::StridedBatch<T> y;
+
+  struct Thread {
+    const ReluRows* p;
+    std::size_t k, j0;
+    int n;
+
+    KOKKOS_INLINE_FUNCTION void rows(const std::size_t (&r)[kRowBatch], int count,
+                                     float (&sums)[kSums][kPack]) const {
+      float held[kRowBatch][kPack], dz[kRowBatch][kPack];
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (b >= count)
+          break;
+        load_pack<Whole>(&p->h(k, r[b], j0), n, held[b]);
+        load_pack<Whole>(&p->y(k, r[b], j0), n, dz[b]);
+      }
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (b >= count)
+          break;
+        for (int c = 0; c < kPack; ++c)
+          dz[b][c] = held[b][c] > 0.0f ? dz[b][c] : 0.0f;
+        store_pack<Whole>(&p->y(k, r[b], j0), n, dz[b]);
+        for (int c = 0; c < kPack; ++c)
+          sums[0][c] += dz[b][c];
+      }
+    }
+  };
+  KOKKOS_INLINE_FUNCTION Thread thread(std::size_t k, std::size_t j0, int n) const {
+    return Thread{this, k, j0, n};
+  }
+};
+
+// Where a column pass's sums go, learner k's at k * stride values into the gradients: sum 0
+// to bias[j], sum 1 + a to weight[j * (kSums - 1) + a].
+struct ColumnSums {
+  float* bias = nullptr;
+  float* weight = nullptr;
+  std::size_t stride = 0;
+  MatrixBatch<float> partials;                 // [learner][chunk][sum * cols + column]
   Kokkos::View<int**, DeviceMemory> arrivals;  // [learner][column tile]
 };
 
-template <int W, class T>
-void head_backward(const ExecSpace& space, const HeadBackward<T>& p, std::size_t rows) {
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using Member = Policy::member_type;
-  using Scratch = TeamScratch<float>;
-  const std::size_t cols = p.h.extent(2), learners = p.g.extent(0);
-  const std::size_t tiles = (cols + kColumns - 1) / kColumns;
-  const std::size_t chunk = (rows + kRowChunks - 1) / kRowChunks;
-  Policy policy(space, static_cast<int>(learners * tiles * kRowChunks), kColumnTeam);
-  policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(W * kThreads)));
-  Kokkos::parallel_for(
-      "dqntrader::nn::head_backward", policy, KOKKOS_LAMBDA(const Member& member) {
-        const Scratch partial(member.team_scratch(0), W * kThreads);
-        const std::size_t league = static_cast<std::size_t>(member.league_rank());
-        const std::size_t k = league / (tiles * kRowChunks);
-        const std::size_t tile = league / kRowChunks % tiles;
-        const std::size_t part = league % kRowChunks;
-        const std::size_t first = tile * kColumns, begin = part * chunk;
-        const std::size_t end = begin + chunk < rows ? begin + chunk : rows;
-        const T* const w = p.w + k * p.w_stride;
-        // x(r, j) = d loss / d h(r, j) = (g w^T)(r, j).
-        auto x = [&](const std::size_t r, const std::size_t j) {
-          float sum = 0.0f;
-          for (int a = 0; a < W; ++a)
-            sum += to_float(p.g(k, r, a)) * to_float(w[j * W + a]);
-          return sum;
-        };
-        const auto partials = Kokkos::subview(p.partials, k, Kokkos::ALL, Kokkos::ALL);
-        if (kColumnTeam == 1) {  // a constant: one branch compiles to nothing
-          // One thread a team (the host): the chunk's rows in order, the tile's columns side
-          // by side, their sums independent (so the compiler may vectorize across columns).
-          const std::size_t width = first + kColumns < cols ? kColumns : cols - first;
-          float sum[W][kColumns] = {}, held[kColumns];
-          for (std::size_t r = begin; r < end; ++r) {
-            for (std::size_t c = 0; c < width; ++c) {
-              const std::size_t j = first + c;
-              held[c] = to_float(p.h(k, r, j));
-              store(p.y(k, r, j), held[c] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f);
-            }
-            for (int a = 0; a < W; ++a) {
-              const float ga = to_float(p.g(k, r, static_cast<std::size_t>(a)));
-              for (std::size_t c = 0; c < width; ++c)
-                sum[a][c] += held[c] * ga;
-            }
+template <class Rows>
+struct ColumnPass {
+  static constexpr int S = Rows::kSums;
+  Rows rows_of;
+  ColumnTiles t;
+  ColumnSums out;
+
+  KOKKOS_INLINE_FUNCTION void operator()(
+      const Kokkos::TeamPolicy<ExecSpace>::member_type& member) const {
+    const std::size_t warps = t.warps();
+    const TeamScratch<float> shared(member.team_scratch(0), S * kPack * warps * t.tile_packs);
+    const std::size_t league = static_cast<std::size_t>(member.league_rank());
+    const std::size_t k = league / (t.tiles * t.chunks), tile = league / t.chunks % t.tiles;
+    const std::size_t chunk = league % t.chunks, threads = t.threads();
+    const std::size_t rank = static_cast<std::size_t>(member.team_rank());
+    const std::size_t team = static_cast<std::size_t>(member.team_size());
+    const std::size_t first = chunk * t.chunk_rows;
+    const std::size_t end = first + t.chunk_rows < t.rows ? first + t.chunk_rows : t.rows;
+    for (std::size_t v = rank; v < threads; v += team) {
+      const std::size_t pack = tile * t.tile_packs + v % t.tile_packs, group = v / t.tile_packs;
+      float sums[S][kPack] = {};
+      if (pack < t.packs) {
+        const std::size_t j0 = pack * kPack;
+        const int n = static_cast<int>(t.cols - j0 < kPack ? t.cols - j0 : kPack);
+        const auto thread = rows_of.thread(k, j0, n);
+        for (std::size_t r0 = first + group; r0 < end; r0 += kRowBatch * t.groups) {
+          std::size_t r[kRowBatch];
+          int count = 0;
+          for (int b = 0; b < kRowBatch; ++b) {
+            r[b] = r0 + static_cast<std::size_t>(b) * t.groups;
+            if (r[b] < end)
+              count = b + 1;
           }
-          for (std::size_t c = 0; c < width; ++c) {
-            for (int a = 0; a < W; ++a)
-              partials(part, static_cast<std::size_t>(a) * cols + first + c) = sum[a][c];
-          }
-        } else {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, kThreads), [&](const int t) {
-            const std::size_t j = first + static_cast<std::size_t>(t % kColumns);
-            float sum[W] = {};
-            if (j < cols) {
-              for (std::size_t r0 = begin + static_cast<std::size_t>(t / kColumns); r0 < end;
-                   r0 += kGroups * kBatch) {
-                float held[kBatch], value[kBatch];
-                for (int b = 0; b < kBatch; ++b) {
-                  const std::size_t r = r0 + static_cast<std::size_t>(b) * kGroups;
-                  held[b] = r < end ? to_float(p.h(k, r, j)) : 0.0f;
-                  value[b] = held[b] > 0.0f ? stored_value<T>(x(r, j)) : 0.0f;
-                }
-                for (int b = 0; b < kBatch; ++b) {
-                  const std::size_t r = r0 + static_cast<std::size_t>(b) * kGroups;
-                  if (r >= end)
-                    break;
-                  store(p.y(k, r, j), value[b]);
-                  for (int a = 0; a < W; ++a)
-                    sum[a] += held[b] * to_float(p.g(k, r, static_cast<std::size_t>(a)));
-                }
-              }
-            }
-            for (int a = 0; a < W; ++a)
-              partial(a * kThreads + t) = sum[a];
-          });
-          member.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(member, W * kColumns), [&](const int c) {
-            const int a = c / kColumns, column = c % kColumns;
-            float total = 0.0f;
-            for (int group = 0; group < kGroups; ++group)
-              total += partial(a * kThreads + group * kColumns + column);
-            if (first + column < cols)
-              partials(part, a * cols + first + column) = total;
-          });
+          thread.rows(r, count, sums);
         }
-        if (!last_to_arrive(member, &p.arrivals(k, tile), kRowChunks))
-          return;
-        float* const weight_grad = p.weight_grad + k * p.grad_stride;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, W * kColumns), [&](const int c) {
-          const std::size_t a = static_cast<std::size_t>(c / kColumns);
-          const std::size_t j = first + static_cast<std::size_t>(c % kColumns);
-          if (j >= cols)
-            return;
-          const volatile float* const column = &partials(0, a * cols + j);
-          float total = 0.0f;
-          for (int q = 0; q < kRowChunks; ++q)
-            total += column[q * partials.stride(0)];
-          weight_grad[j * W + a] = total;
-        });
-      });
+      }
+      // The warp's groups added (every thread of a CUDA team is here: threads() is the team
+      // size), then one lane per pack writes the warp's sums: [sum][column][warp][pack].
+      add_warp_groups<S>(sums, t.tile_packs);
+      const std::size_t lane = v % kWarpLanes, warp = v / kWarpLanes;
+      if (lane < t.tile_packs) {
+        for (int s = 0; s < S; ++s) {
+          for (int c = 0; c < kPack; ++c)
+            shared(((static_cast<std::size_t>(s) * kPack + c) * warps + warp) * t.tile_packs +
+                   lane) = sums[s][c];
+        }
+      }
+    }
+    member.team_barrier();
+    // The warps' sums in order, into the chunk's partials.
+    const std::size_t cols = t.tile_cols(), first_col = tile * cols;
+    for (int s = 0; s < S; ++s) {
+      for (std::size_t col = rank; col < cols; col += team) {
+        const std::size_t j = first_col + col;
+        if (j >= t.cols)
+          break;
+        const std::size_t at =
+            (static_cast<std::size_t>(s) * kPack + col % kPack) * warps * t.tile_packs +
+            col / kPack;
+        float total = 0.0f;
+        for (std::size_t w = 0; w < warps; ++w)
+          total += shared(at + w * t.tile_packs);
+        out.partials(k, chunk, s * t.cols + j) = total;
+      }
+    }
+    if (!last_to_arrive(member, &out.arrivals(k, tile), static_cast<int>(t.chunks)))
+      return;
+    for (int s = 0; s < S; ++s) {
+      float* const grads = (s == 0 ? out.bias : out.weight) + k * out.stride;
+      for (std::size_t col = rank; col < cols; col += team) {
+        const std::size_t j = first_col + col;
+        if (j >= t.cols)
+          break;
+        const volatile float* const column = &out.partials(k, 0, s * t.cols + j);
+        float total = 0.0f;
+        for (std::size_t q = 0; q < t.chunks; ++q)
+          total += column[q * out.partials.stride(1)];
+        grads[s == 0 ? j : j * (S - 1) + (s - 1)] = total;
+      }
+    }
+  }
+};
+
+template <class Rows>
+void column_pass(const char* label, const ExecSpace& space, const Rows& rows_of,
+                 const ColumnTiles& tiles, std::size_t learners, const ColumnSums& out) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  Policy policy(space, static_cast<int>(learners * tiles.tiles * tiles.chunks),
+                static_cast<int>(kColumnTeam));
+  policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(
+                                 Rows::kSums * kPack * tiles.warps() * tiles.tile_packs)));
+  Kokkos::parallel_for(label, recordable(policy), ColumnPass<Rows>{rows_of, tiles, out});
 }
 
-// y = y zeroed where h <= 0, for every learner: a hidden layer's gradient before its ReLU,
-// from the gradient of its output, in place.
-template <class T>
-void relu_mask(const ExecSpace& space, const gemm::StridedBatch<const T>& h,
-               const gemm::StridedBatch<T>& y) {
-  const std::size_t rows = y.extent(1);
-  for_each_cell(
-      "dqntrader::nn::relu_mask", space, y.extent(0) * rows, y.extent(2),
-      KOKKOS_LAMBDA(const std::size_t kr, const std::size_t j) {
-        const std::size_t k = kr / rows, r = kr % rows;
-        if (!(to_float(h(k, r, j)) > 0.0f))
-          store(y(k, r, j), 0.0f);
-      });
+// Calls f(std::true_type()) when the rows of h and y (and their sets) take whole packs, f(false)
+// otherwise.
+template <class T, class F>
+void with_packs(const gemm::StridedBatch<const T>& h, const gemm::StridedBatch<T>& y, const F& f) {
+  if (h.extent(2) % kPack == 0 && packs_fit(h.data(), h.stride(0), h.stride(1)) &&
+      packs_fit(y.data(), y.stride(0), y.stride(1))) {
+    f(std::true_type());
+  } else {
+    f(std::false_type());
+  }
 }
 
 }  // namespace
-
-template <class T>
-StridedMatrix<T> rows_with_ones(const ExecSpace& space, const std::string& label, std::size_t rows,
-                                std::size_t cols) {
-  const std::size_t stride = (cols + 1 + 7) / 8 * 8;
-  const Matrix<T> all(Kokkos::view_alloc(space, label), rows, stride);  // zeros
-  Kokkos::parallel_for(
-      "dqntrader::nn::rows_with_ones", Kokkos::RangePolicy<ExecSpace>(space, 0, rows),
-      KOKKOS_LAMBDA(const std::size_t r) { store(all(r, cols), 1.0f); });
-  return Kokkos::subview(all, Kokkos::ALL, std::make_pair(std::size_t{0}, cols));
-}
-
-template StridedMatrix<float> rows_with_ones(const ExecSpace&, const std::string&, std::size_t,
-                                             std::size_t);
-template StridedMatrix<bf16> rows_with_ones(const ExecSpace&, const std::string&, std::size_t,
-                                            std::size_t);
-
-template <class T>
-gemm::StridedBatch<T> blocks_with_ones(const ExecSpace& space, const std::string& label,
-                                       std::size_t sets, std::size_t rows, std::size_t cols) {
-  const std::size_t stride = (cols + 1 + 7) / 8 * 8;
-  const MatrixBatch<T> all(Kokkos::view_alloc(space, label), sets, rows, stride);  // zeros
-  Kokkos::parallel_for(
-      "dqntrader::nn::blocks_with_ones", Kokkos::RangePolicy<ExecSpace>(space, 0, sets * rows),
-      KOKKOS_LAMBDA(const std::size_t r) { store(all(r / rows, r % rows, cols), 1.0f); });
-  return Kokkos::subview(all, Kokkos::ALL, Kokkos::ALL, std::make_pair(std::size_t{0}, cols));
-}
-
-template gemm::StridedBatch<float> blocks_with_ones(const ExecSpace&, const std::string&,
-                                                    std::size_t, std::size_t, std::size_t);
-template gemm::StridedBatch<bf16> blocks_with_ones(const ExecSpace&, const std::string&,
-                                                   std::size_t, std::size_t, std::size_t);
 
 template <class T>
 Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision,
@@ -317,17 +406,26 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
   }
   auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
   for (std::size_t w : spec.hidden) {
-    m_hidden.push_back(blocks_with_ones<T>(space, "dqntrader::nn::hidden", max_sets, max_rows, w));
+    m_hidden.push_back(MatrixBatch<T>(alloc("dqntrader::nn::hidden"), max_sets, max_rows, w));
     m_layer_grads.push_back(
         MatrixBatch<T>(alloc("dqntrader::nn::layer_grad"), m_max_learners, max_rows, w));
   }
-  const std::size_t last = spec.hidden.back();
   m_head_grad =
       MatrixBatch<T>(alloc("dqntrader::nn::head_grad"), m_max_learners, max_rows, m_head_width);
-  m_column_partials = MatrixBatch<float>(alloc("dqntrader::nn::column_partials"), m_max_learners,
-                                         kRowChunks, m_head_width * last);
-  m_column_arrivals = Kokkos::View<int**, DeviceMemory>(
-      alloc("dqntrader::nn::column_arrivals"), m_max_learners, (last + kColumns - 1) / kColumns);
+  // One set of column partials serves every column pass (they run one after another).
+  std::size_t chunks = 0, sums = 0, tiles = 0;
+  for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
+    const std::size_t w = spec.hidden[l];
+    const std::size_t per_column = l + 1 == spec.hidden.size() ? 1 + m_head_width : 1;
+    const ColumnTiles t(max_rows, w);
+    chunks = std::max(chunks, t.chunks);
+    tiles = std::max(tiles, t.tiles);
+    sums = std::max(sums, per_column * w);
+  }
+  m_column_partials =
+      MatrixBatch<float>(alloc("dqntrader::nn::column_partials"), m_max_learners, chunks, sums);
+  m_column_arrivals = Kokkos::View<int**, DeviceMemory>(alloc("dqntrader::nn::column_arrivals"),
+                                                        m_max_learners, tiles);
 }
 
 template <class T>
@@ -467,54 +565,52 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
   }
   check_sets("Mlp::backward", k, w.stride, m_layout.size(), w.working.extent(0),
              w.master.extent(0));
-  if (m_states.stride(1) <= m_states.extent(2)) {
-    throw InputError(
-        "Mlp::backward: the forward pass's states have no column of ones after them "
-        "(rows_with_ones)");
-  }
   // The head, from the loss's output gradient g (the head's bias gradient is the loss's):
-  // in one pass, dZ of the last hidden layer, (g W^T) * relu'(Z), and the head's weight
-  // gradient H^T g.
+  // in one pass, dZ of the last hidden layer, (g W^T) * relu'(Z), its bias gradient 1^T dZ and
+  // the head's weight gradient H^T g.
   const std::size_t head = spec.hidden.size();
-  HeadBackward<T> pass;
-  pass.g = first_of(gemm::StridedBatch<const T>(m_head_grad), k, rows);
-  pass.h = learner_hidden(head - 1, rows);
-  pass.y = first_of(m_layer_grads[head - 1], k, rows);
-  pass.w = w.working.data() + m_layout.weight(head).offset;
-  pass.w_stride = w.stride;
-  pass.weight_grad = grads.values.data() + m_layout.weight(head).offset;
-  pass.grad_stride = grads.stride;
-  pass.partials = m_column_partials;
-  pass.arrivals = m_column_arrivals;
-  with_head_width(m_head_width,
-                  [&](auto width) { head_backward<decltype(width)::value, T>(space, pass, rows); });
-  // Hidden layers, last to first: on the side, dW = H_in^T dZ and db = 1^T dZ (1: the column
-  // of ones after H_in) into the layer's weight and bias; two products rather than one of
-  // [H_in 1]^T dZ, whose width (that of H_in plus one) is no multiple of 8, for which cuBLASLt
-  // takes an sm75 kernel without vector loads (docs/BENCHMARKS.md, populations); on space,
-  // dH_in = dZ W^T, then the layer below's dZ = dH_in * relu'(Z_in), in place.
+  ColumnSums sums{nullptr, nullptr, grads.stride, m_column_partials, m_column_arrivals};
+  {
+    const gemm::StridedBatch<const T> h = learner_hidden(head - 1, rows);
+    const gemm::StridedBatch<T> y = first_of(m_layer_grads[head - 1], k, rows);
+    sums.bias = grads.values.data() + m_layout.bias(head - 1).offset;
+    sums.weight = grads.values.data() + m_layout.weight(head).offset;
+    with_head_width(m_head_width, [&](auto width) {
+      with_packs(h, y, [&](auto whole) {
+        using Rows = HeadRows<decltype(width)::value, T, decltype(whole)::value>;
+        column_pass("dqntrader::nn::head_backward", space,
+                    Rows{first_of(gemm::StridedBatch<const T>(m_head_grad), k, rows), h, y,
+                         w.working.data() + m_layout.weight(head).offset, w.stride},
+                    ColumnTiles(rows, h.extent(2)), k, sums);
+      });
+    });
+  }
+  // Hidden layers, last to first: on the side, dW = H_in^T dZ into the layer's weight; on
+  // space, dH_in = dZ W^T, then in one pass the layer below's dZ = dH_in * relu'(Z_in), in
+  // place, and its bias gradient 1^T dZ.
+  sums.weight = nullptr;
   for (std::size_t l = head; l-- > 0;) {
     const gemm::StridedBatch<const T> input =
         l == 0 ? learner_states(rows) : learner_hidden(l - 1, rows);
     const gemm::StridedBatch<const T> dz =
         first_of(gemm::StridedBatch<const T>(m_layer_grads[l]), k, rows);
     const Tensor& weight = m_layout.weight(l);
-    const Tensor& bias = m_layout.bias(l);
     side.fork(space);
     product(side.space(), Op::transpose, Op::none, input, dz,
             gemm::StridedBatch<float>(
                 grads.values.data() + weight.offset,
                 Kokkos::LayoutStride(k, grads.stride, weight.rows, weight.cols, weight.cols, 1)));
-    product(side.space(), Op::transpose, Op::none, ones_after(input), dz,
-            gemm::StridedBatch<float>(
-                grads.values.data() + bias.offset,
-                Kokkos::LayoutStride(k, grads.stride, 1, bias.size(), bias.size(), 1)));
     if (l == 0)
       break;
     const gemm::StridedBatch<T> next = first_of(m_layer_grads[l - 1], k, rows);
     product(space, Op::none, Op::transpose, dz, tensor_sets(w.working.data(), weight, k, w.stride),
             next);
-    relu_mask(space, input, next);
+    sums.bias = grads.values.data() + m_layout.bias(l - 1).offset;
+    with_packs(input, next, [&](auto whole) {
+      column_pass("dqntrader::nn::relu_backward", space,
+                  ReluRows<T, decltype(whole)::value>{input, next},
+                  ColumnTiles(rows, next.extent(2)), k, sums);
+    });
   }
   side.join(space);
 }

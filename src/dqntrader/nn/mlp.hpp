@@ -9,9 +9,9 @@
 // (backends/gemm.hpp); the head, a few columns wide, runs in passes of its own: its forward
 // (with a dueling head's combination) in head_forward, or in the kernel of a loss that
 // evaluates it on the rows it reads (head_dot, head_q), and its backward inside the last
-// hidden layer's gradient pass. A hidden layer's input X is kept followed by a column of ones
-// (rows_with_ones), so that its bias gradient is a product too, db = 1^T dZ, beside its
-// weight gradient dW = X^T dZ: no pass sums gradients over rows.
+// hidden layer's gradient pass. A hidden layer's weight gradient dW = X^T dZ is a product; its
+// bias gradient, dZ's column sums, comes from the pass that writes dZ (the head's backward
+// pass, or the ReLU's mask of the layer below), so that no pass of its own reads dZ again.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +23,7 @@
 #include "backends/gemm.hpp"
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/packs.hpp"
 #include "dqntrader/core/precision.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/nn/network_spec.hpp"
@@ -168,52 +169,88 @@ constexpr int kHeadLanes = 32;
 constexpr int kHeadLanes = 1;
 #endif
 
-/// Lane `lane`'s share of the head's W outputs on one row, sum[a] += row . w(:, a) (w: inputs
-/// x W, row-major), before the lanes' shares are added (group_tree_sum over kHeadLanes). The
-/// lanes take every kHeadLanes-th input, in order, kAhead of them at a time with their loads
-/// issued before any is used; one lane (the host) takes each dot product in 8 independent
-/// running sums (no chain of dependent additions), added in order.
-template <int W, class T>
-KOKKOS_INLINE_FUNCTION void head_dot(int lane, const T* row, const T* w, std::size_t inputs,
-                                     float (&sum)[W]) {
+/// Lane `lane`'s share of the head's W outputs on U rows of one network, sum[u][a] +=
+/// rows[u] . w(:, a) (w: inputs x W, row-major), before the lanes' shares are added
+/// (lane_sums). The lanes take every kHeadLanes-th pack of kPack inputs, with the pack's
+/// kPack x W weights, each as whole packs when Whole (head_packs): the weights' loads and every
+/// row's issued before any is used, the weights loaded once for the U rows. One lane (the host)
+/// takes each dot product in 8 independent running sums (no chain of dependent additions),
+/// added in order.
+template <int W, int U, bool Whole, class T>
+KOKKOS_INLINE_FUNCTION void head_dot(int lane, const T* const (&rows)[U], const T* w,
+                                     std::size_t inputs, float (&sum)[U][W]) {
   if (kHeadLanes == 1) {  // a constant: one branch compiles to nothing
     constexpr int kBatch = 8;
-    for (int a = 0; a < W; ++a) {
-      const T* const column = w + a;
-      float dot[kBatch] = {};
-      std::size_t j = 0;
-      for (; j + kBatch <= inputs; j += kBatch) {
+    for (int u = 0; u < U; ++u) {
+      for (int a = 0; a < W; ++a) {
+        const T* const row = rows[u];
+        const T* const column = w + a;
+        float dot[kBatch] = {};
+        std::size_t j = 0;
+        for (; j + kBatch <= inputs; j += kBatch) {
+          for (int k = 0; k < kBatch; ++k)
+            dot[k] += to_float(row[j + k]) * to_float(column[(j + k) * W]);
+        }
+        for (; j < inputs; ++j)
+          dot[0] += to_float(row[j]) * to_float(column[j * W]);
         for (int k = 0; k < kBatch; ++k)
-          dot[k] += to_float(row[j + k]) * to_float(column[(j + k) * W]);
+          sum[u][a] += dot[k];
       }
-      for (; j < inputs; ++j)
-        dot[0] += to_float(row[j]) * to_float(column[j * W]);
-      for (int k = 0; k < kBatch; ++k)
-        sum[a] += dot[k];
     }
   } else {
-    constexpr int kAhead = 4;
-    constexpr std::size_t span = std::size_t{kAhead} * kHeadLanes;
-    std::size_t j = static_cast<std::size_t>(lane);
-    for (; j + span - kHeadLanes < inputs; j += span) {
-      float x[kAhead], v[kAhead][W];
-      for (int k = 0; k < kAhead; ++k) {
-        const std::size_t at = j + static_cast<std::size_t>(k) * kHeadLanes;
-        x[k] = to_float(row[at]);
-        for (int a = 0; a < W; ++a)
-          v[k][a] = to_float(w[at * W + a]);
+    constexpr std::size_t span = std::size_t{kPack} * kHeadLanes;
+    for (std::size_t j = static_cast<std::size_t>(lane) * kPack; j < inputs; j += span) {
+      const int n = static_cast<int>(inputs - j < kPack ? inputs - j : kPack);
+      float v[W][kPack], x[U][kPack];
+      for (int q = 0; q < W; ++q) {  // the pack's weights, kPack x W values in a row
+        const int left = n * W - q * kPack;
+        load_pack<Whole>(w + j * W + static_cast<std::size_t>(q) * kPack,
+                         left < kPack ? (left > 0 ? left : 0) : kPack, v[q]);
       }
-      for (int k = 0; k < kAhead; ++k) {
-        for (int a = 0; a < W; ++a)
-          sum[a] += x[k] * v[k][a];
+      for (int u = 0; u < U; ++u)
+        load_pack<Whole>(rows[u] + j, n, x[u]);
+      for (int u = 0; u < U; ++u) {
+        for (int c = 0; c < kPack; ++c) {
+          for (int a = 0; a < W; ++a) {
+            const int at = c * W + a;
+            sum[u][a] += x[u][c] * v[at / kPack][at % kPack];
+          }
+        }
       }
-    }
-    for (; j < inputs; j += kHeadLanes) {
-      const float x = to_float(row[j]);
-      for (int a = 0; a < W; ++a)
-        sum[a] += x * to_float(w[j * W + a]);
     }
   }
+}
+
+/// Adds the head_dot shares of the kHeadLanes lanes of each row: on return every lane holds
+/// the row's sums, added in a pairwise tree (a warp's butterfly on CUDA, where the lanes of a
+/// row are one warp, all of which call this; nothing to add on the host).
+template <int W>
+KOKKOS_INLINE_FUNCTION void lane_sums(float (&sum)[W]) {
+#if defined(__CUDA_ARCH__)
+  for (int half = kHeadLanes / 2; half > 0; half /= 2) {
+    for (int a = 0; a < W; ++a)
+      sum[a] += __shfl_xor_sync(0xffffffffu, sum[a], half);
+  }
+#else
+  (void)sum;
+#endif
+}
+
+/// Whether head_dot may take the head's rows and weights as whole packs.
+template <class T>
+bool head_packs(const HeadInputs<T>& head) {
+  return head.hidden.extent(2) % kPack == 0 &&
+         packs_fit(head.hidden.data(), head.hidden.stride(0), head.hidden.stride(1)) &&
+         packs_fit(head.weight, head.copy_stride);
+}
+
+/// Calls f(std::true_type()) when head_packs(head), f(std::false_type()) otherwise.
+template <class T, class F>
+void with_head_packs(const HeadInputs<T>& head, const F& f) {
+  if (head_packs(head))
+    f(std::true_type());
+  else
+    f(std::false_type());
 }
 
 /// Q from the head's W outputs o(0..W-1) (bias added): q[a] = o(a), or with a dueling head
@@ -240,19 +277,6 @@ KOKKOS_INLINE_FUNCTION void head_q(const Outputs& o, bool dueling, float (&q)[W]
 template <class T>
 void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t rows,
                   const gemm::StridedBatch<float>& q);
-
-/// rows x cols values in a buffer whose rows also hold, at column cols, a one (and zeros up
-/// to a row stride of a multiple of 8 values): a layer's input X with the column of ones whose
-/// product with dZ is the layer's bias gradient, db = 1^T dZ. backward() needs the states
-/// of the last forward pass in such rows; the hidden layers' activations are kept in them.
-template <class T>
-StridedMatrix<T> rows_with_ones(const ExecSpace& space, const std::string& label, std::size_t rows,
-                                std::size_t cols);
-
-/// sets blocks of rows x cols such rows, block s from row s * rows: [set][row][column].
-template <class T>
-gemm::StridedBatch<T> blocks_with_ones(const ExecSpace& space, const std::string& label,
-                                       std::size_t sets, std::size_t rows, std::size_t cols);
 
 template <class T>
 class Mlp {
@@ -292,8 +316,6 @@ class Mlp {
   /// w must be the weights of that pass (its online ones for forward_pair). The weight
   /// gradients' products run on side, forked from space as each layer's gradient is ready,
   /// beside the chain of input gradients on space; side is joined back into space at the end.
-  /// The states must have come from rows_with_ones (InputError when their rows have no
-  /// column after them).
   void backward(const ExecSpace& space, const exec::SideStream& side, const Weights<T>& w,
                 std::size_t rows, const Gradients& grads);
 
@@ -321,7 +343,7 @@ class Mlp {
 
   // Layer layer's activations of the learners for their first rows states.
   gemm::StridedBatch<const T> learner_hidden(std::size_t layer, std::size_t rows) const;
-  // The learners' states of the last pass, each followed by its column of ones.
+  // The learners' states of the last pass.
   gemm::StridedBatch<const T> learner_states(std::size_t rows) const;
 
   ParameterLayout m_layout;
@@ -330,7 +352,7 @@ class Mlp {
   gemm::StridedBatch<const T> m_states;  // of the last pass
   // The last pass's learners: its first m_learners networks.
   std::size_t m_learners = 0;
-  // Post-ReLU activations per hidden layer, rows_with_ones: set s's rows from s * max_rows.
+  // Post-ReLU activations per hidden layer: set s's rows from s * max_rows.
   std::vector<gemm::StridedBatch<T>> m_hidden;
   gemm::StridedBatch<T> m_head_grad;  // d loss / d head outputs, written by the loss
   // d loss / d Z per hidden layer (before its ReLU), [learner][row][column], each kept until

@@ -271,7 +271,7 @@ class EngineImpl final : public DqnTrainer::Engine {
         std::make_unique<TrainingGuard>(space, nn::MemberVectors{k, p, m_stride}, c.guard_limit);
 
     m_batch = replay::Batch(space, k * b);
-    m_states = nn::blocks_with_ones<T>(space, "dqntrader::train::states", 2 * k, 2 * b + e, s);
+    m_states = MatrixBatch<T>(alloc("dqntrader::train::states"), 2 * k, 2 * b + e, s);
     m_q_online = MatrixBatch<float>(alloc("dqntrader::train::q"), k, online_rows, a);
     m_td = std::make_unique<TdLoss>(space, k, b, e, m_net->head_width());
     m_loss = Kokkos::View<LossSums*, DeviceMemory>(alloc("dqntrader::train::loss"), k);
@@ -745,7 +745,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
   replay::Batch m_batch;
   // [s; s'; the environments' states] of member m in block m and again in block K + m (for
-  // its target), rows_with_ones.
+  // its target).
   gemm::StridedBatch<T> m_states;
   MatrixBatch<float> m_q_online;  // each member's online network's Q-values
   std::unique_ptr<TdLoss> m_td;

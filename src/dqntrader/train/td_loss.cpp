@@ -12,25 +12,30 @@ namespace {
 
 // A team takes kSamples samples and kSamples further rows: kUnits head evaluations (per
 // sample the online network on s and on s' and the target on s'; the online network on each
-// further row), kHeadLanes threads each (a warp on CUDA, so that no warp carries a long chain
-// of loads; on the host the team's one thread takes every unit in turn). The lanes' shares
-// are added in a tree; the team's Q-values meet in scratch memory, where a thread per sample
-// works out its loss and gradient; the team's sums are written apart. A second kernel of one
-// team adds every team's sums (its kSumThreads threads in a fixed pattern, then the tree), so
-// that no team of the first waits for the others.
+// further row), kHeadLanes threads each (a warp on CUDA, which evaluates kWarpRows rows of one
+// network together, their loads issued before any is used; on the host the team's one thread
+// takes every unit in turn). The lanes' shares are added in a tree (lane_sums); the team's
+// Q-values meet in scratch memory, where a thread per sample (its batch entry loaded before the
+// heads) works out its loss and gradient; the team's sums are written apart. A second kernel of
+// one team adds every team's sums (its kSumThreads threads in a fixed pattern, then the tree),
+// so that no team of the first waits for the others.
 #if defined(DQNTRADER_BACKEND_CUDA)
-constexpr int kSamples = 8, kSumThreads = 128;
+constexpr int kSamples = 8, kSumThreads = 128, kWarpRows = 4;
 #else
-constexpr int kSamples = 1, kSumThreads = 1;
+constexpr int kSamples = 1, kSumThreads = 1, kWarpRows = 1;
 #endif
+static_assert(kSamples % kWarpRows == 0, "a warp's rows are of one evaluation (one network)");
 constexpr int kLanes = nn::kHeadLanes;
 constexpr int kEvaluations = 3;  // online on s, online on s', target on s'
 constexpr int kUnits = (kEvaluations + 1) * kSamples;
-constexpr int kTeam = kLanes == 1 ? 1 : kUnits * kLanes;  // the host's team: one thread
+constexpr int kWarps = kUnits / kWarpRows;
+constexpr int kTeam = kLanes == 1 ? 1 : kWarps * kLanes;  // the host's team: one thread
+static_assert(kTeam >= kSamples, "a thread per sample");
 constexpr int kTotals = 3;  // loss, Q, non-finite; then one sum per head output
 
-// A team of kTeam threads per block (the registers each thread may take follow from it).
-using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kTeam, 1>>;
+// A team of kTeam threads per block, at least two blocks a multiprocessor (the registers each
+// thread may take follow from it).
+using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kTeam, 2>>;
 using Member = Policy::member_type;
 using SumPolicy = Kokkos::TeamPolicy<ExecSpace>;
 
@@ -51,9 +56,6 @@ struct Row {
   }
 };
 
-KOKKOS_INLINE_FUNCTION constexpr std::size_t share_floats(int width) {
-  return static_cast<std::size_t>(kUnits) * width * kLanes;
-}
 KOKKOS_INLINE_FUNCTION constexpr std::size_t q_floats(int width) {
   return static_cast<std::size_t>(kUnits) * width;
 }
@@ -62,8 +64,9 @@ KOKKOS_INLINE_FUNCTION constexpr std::size_t sum_doubles(int width) {
          (kSumThreads > kSamples ? kSumThreads : kSamples);
 }
 
-// W head outputs (a constant, so that the loops over them unroll into registers).
-template <int W, class T>
+// W head outputs (a constant, so that the loops over them unroll into registers); whole packs
+// of the head's rows and weights when Whole (nn::head_packs).
+template <int W, bool Whole, class T>
 struct TdLossKernel {
   nn::HeadInputs<T> head;
   std::size_t batch_size, rows;
@@ -77,7 +80,6 @@ struct TdLossKernel {
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     using Floats = TeamScratch<float>;
     using Doubles = TeamScratch<double>;
-    const Floats shares(member.team_scratch(0), share_floats(W));
     const Floats qs(member.team_scratch(0), q_floats(W));
     const Doubles values(member.team_scratch(0), sum_doubles(W));
     const int n = member.team_size(), rank = member.team_rank();
@@ -97,33 +99,48 @@ struct TdLossKernel {
       row = e == 0 ? i : (e < kEvaluations ? b + i : 2 * b + i);
       return e < kEvaluations ? i < b : 2 * b + i < rows;
     };
-    for (int u = rank / kLanes; u < kUnits; u += n / kLanes) {
-      std::size_t copy = 0, row = 0;
-      float o[W] = {};
-      if (unit_row(u, copy, row))
-        nn::head_dot<W>(lane, head.row(copy, row), head.weight_of(copy), head.hidden.extent(2), o);
-      for (int a = 0; a < W; ++a)
-        shares((u * W + a) * kLanes + lane) = o[a];
-    }
-    group_tree_sum(member, shares, W, kLanes);
-    for (int u = rank / kLanes; u < kUnits; u += n / kLanes) {
-      std::size_t copy = 0, row = 0;
-      if (lane != 0 || !unit_row(u, copy, row))
+    // This thread's sample's batch entry, loaded before the heads (its loads overlap theirs).
+    const std::size_t mine = first + static_cast<std::size_t>(rank);
+    const bool sampled = rank < kSamples && mine < b;
+    const int taken_entry = sampled ? static_cast<int>(batch.action(entry + mine)) : -1;
+    const float return_entry = sampled ? batch.return_n(entry + mine) : 0.0f;
+    const float discount_entry = sampled ? batch.discount(entry + mine) : 0.0f;
+    for (int w = rank / kLanes; w < kWarps; w += n / kLanes) {
+      std::size_t copy = 0, row[kWarpRows];
+      bool evaluated[kWarpRows], any = false;
+      const T* rows[kWarpRows];
+      for (int k = 0; k < kWarpRows; ++k) {
+        evaluated[k] = unit_row(w * kWarpRows + k, copy, row[k]);
+        any = any || evaluated[k];
+        rows[k] = head.row(copy, evaluated[k] ? row[k] : 0);
+      }
+      float o[kWarpRows][W] = {};
+      if (any)
+        nn::head_dot<W, kWarpRows, Whole>(lane, rows, head.weight_of(copy), head.hidden.extent(2),
+                                          o);
+      for (int k = 0; k < kWarpRows; ++k)
+        nn::lane_sums<W>(o[k]);
+      if (lane != 0)
         continue;
-      float qv[W];
-      nn::head_q<W>([&](int a) { return shares((u * W + a) * kLanes) + head.bias_of(copy, a); },
-                    head.dueling, qv);
-      for (int a = 0; a < W; ++a)
-        qs(u * W + a) = qv[a];
-      if (copy == m) {
-        for (int a = 0; a < actions; ++a)
-          q(m, row, static_cast<std::size_t>(a)) = qv[a];
+      for (int k = 0; k < kWarpRows; ++k) {
+        if (!evaluated[k])
+          continue;
+        const int u = w * kWarpRows + k;
+        float qv[W];
+        nn::head_q<W>([&](int a) { return o[k][a] + head.bias_of(copy, a); }, head.dueling, qv);
+        for (int a = 0; a < W; ++a)
+          qs(u * W + a) = qv[a];
+        if (copy == m) {
+          for (int a = 0; a < actions; ++a)
+            q(m, row[k], static_cast<std::size_t>(a)) = qv[a];
+        }
       }
     }
     member.team_barrier();
     // The team's samples, a thread each.
-    for (int s = rank; s < kSamples; s += n) {
-      const std::size_t i = first + static_cast<std::size_t>(s);
+    if (rank < kSamples) {
+      const int s = rank;
+      const std::size_t i = mine;
       double loss = 0.0, q_taken = 0.0, non_finite = 0.0;
       float dq = 0.0f;
       int taken = -1;
@@ -134,10 +151,10 @@ struct TdLossKernel {
           if (a < actions && q_of(1, a) > q_of(1, best))
             best = a;
         }
-        taken = static_cast<int>(batch.action(entry + i));
+        taken = taken_entry;
         const double target =
-            batch.return_n(entry + i) +
-            static_cast<double>(batch.discount(entry + i)) * static_cast<double>(q_of(2, best));
+            static_cast<double>(return_entry) +
+            static_cast<double>(discount_entry) * static_cast<double>(q_of(2, best));
         q_taken = taken >= 0 && taken < actions ? q_of(0, taken) : 0.0f;
         const double d = q_taken - target;
         const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
@@ -237,14 +254,15 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
   }
   const int teams = team_count(b, rows - 2 * b);
   nn::with_head_width(head.width, [&](auto width) {
-    constexpr int W = decltype(width)::value;
-    Policy policy(space, static_cast<int>(members) * teams, kTeam);
-    policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(share_floats(W)) +
-                                               TeamScratch<float>::shmem_size(q_floats(W)) +
-                                               TeamScratch<double>::shmem_size(sum_doubles(W))));
-    Kokkos::parallel_for(
-        "dqntrader::train::td_loss", recordable(policy),
-        TdLossKernel<W, T>{head, b, rows, q, batch, huber_delta, gradient, m_partials, teams});
+    nn::with_head_packs(head, [&](auto whole) {
+      constexpr int W = decltype(width)::value;
+      Policy policy(space, static_cast<int>(members) * teams, kTeam);
+      policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(q_floats(W)) +
+                                                 TeamScratch<double>::shmem_size(sum_doubles(W))));
+      Kokkos::parallel_for("dqntrader::train::td_loss", recordable(policy),
+                           TdLossKernel<W, decltype(whole)::value, T>{
+                               head, b, rows, q, batch, huber_delta, gradient, m_partials, teams});
+    });
   });
   return Partials{m_partials, teams, head.width};
 }
