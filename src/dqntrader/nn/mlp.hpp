@@ -358,7 +358,8 @@ class Mlp {
   // d loss / d Z per hidden layer (before its ReLU), [learner][row][column], each kept until
   // the side's weight-gradient product has read it.
   std::vector<gemm::StridedBatch<T>> m_layer_grads;
-  // The head's weight-gradient sums per chunk of rows, [learner][chunk][a * width + column].
+  // A column pass's sums per chunk of rows (bias gradient, then the head's weight gradient per
+  // output), [learner][chunk][sum * width + column]: one buffer for every pass, one at a time.
   MatrixBatch<float> m_column_partials;
   Kokkos::View<int**, DeviceMemory> m_column_arrivals;  // [learner][column tile]
 };
