@@ -31,6 +31,21 @@ namespace {
 namespace fs = std::filesystem;
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
+// Metrics go to JSON as numbers, null for NaN and "inf"/"-inf" for infinities (no JSON number
+// holds them); reading them back gives the same values, and NaN for what is no metric.
+TEST(MetricJson, NumbersReadBackAsWritten) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double v : {0.0, -1.5, 1e300, 4.9e-324, inf, -inf}) {
+    const nlohmann::json written = io::json_number(v);
+    EXPECT_EQ(io::number_of(nlohmann::json::parse(written.dump())), v) << written.dump();
+  }
+  EXPECT_EQ(io::json_number(inf), "inf");
+  EXPECT_TRUE(io::json_number(nan).is_null());
+  EXPECT_TRUE(std::isnan(io::number_of(io::json_number(nan))));
+  EXPECT_TRUE(std::isnan(io::number_of(nlohmann::json())));
+  EXPECT_TRUE(std::isnan(io::number_of(nlohmann::json("infinite"))));
+}
+
 TEST(ChartThinning, KeepsShortSeriesWhole) {
   const std::vector<double> y = {3, 1, 4, 1, 5};
   EXPECT_EQ(report::thin(y, 2), (std::vector<std::size_t>{0, 1, 2, 3, 4}));

@@ -40,8 +40,7 @@ void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
   out << "best members (validation Sharpe of their best epoch):\n";
   for (std::size_t i = 0; i < board["members"].size() && i < 5; ++i) {
     const auto& m = board["members"][i];
-    const double sharpe =
-        m["validation_sharpe"].is_number() ? m["validation_sharpe"].get<double>() : std::nan("");
+    const double sharpe = io::number_of(m["validation_sharpe"]);
     out << "  " << m["rank"] << ". " << io::format_fixed(sharpe, 3) << "  "
         << m["run"].get<std::string>() << "  seed " << m["seed"] << "  " << settings(m["settings"])
         << "\n";
@@ -50,12 +49,10 @@ void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
     out << "best settings (mean validation Sharpe over their seeds, std, min):\n";
     for (std::size_t i = 0; i < board["combinations"].size() && i < 5; ++i) {
       const auto& c = board["combinations"][i];
-      auto number = [](const nlohmann::json& v) {
-        return v.is_number() ? v.get<double>() : std::nan("");
-      };
-      out << "  " << c["rank"] << ". " << io::format_fixed(number(c["validation_sharpe_mean"]), 3)
-          << " (" << io::format_fixed(number(c["validation_sharpe_std"]), 3) << ", "
-          << io::format_fixed(number(c["validation_sharpe_min"]), 3) << ")  "
+      out << "  " << c["rank"] << ". "
+          << io::format_fixed(io::number_of(c["validation_sharpe_mean"]), 3) << " ("
+          << io::format_fixed(io::number_of(c["validation_sharpe_std"]), 3) << ", "
+          << io::format_fixed(io::number_of(c["validation_sharpe_min"]), 3) << ")  "
           << settings(c["settings"]) << "\n";
     }
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "dqntrader/core/error.hpp"
 
@@ -16,6 +17,19 @@ nlohmann::json json_number(double value) {
   if (std::isinf(value))
     return value > 0 ? "inf" : "-inf";
   return value;
+}
+
+double number_of(const nlohmann::json& value) {
+  if (value.is_number())
+    return value.get<double>();
+  if (value.is_string()) {
+    const std::string& text = value.get_ref<const std::string&>();
+    if (text == "inf")
+      return std::numeric_limits<double>::infinity();
+    if (text == "-inf")
+      return -std::numeric_limits<double>::infinity();
+  }
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 nlohmann::json to_json(const eval::WindowMetrics& m) {

@@ -15,6 +15,10 @@ nlohmann::json to_json(const eval::WindowMetrics& metrics);
 /// A JSON number, or null for NaN, or "inf"/"-inf".
 nlohmann::json json_number(double value);
 
+/// The number json_number wrote: a JSON number, +-infinity for "inf"/"-inf", NaN for anything
+/// else (null, a missing value).
+double number_of(const nlohmann::json& value);
+
 /// The metric keys in report order, each with its one-line definition.
 struct MetricDefinition {
   const char* key;

@@ -37,14 +37,8 @@ double json_value(const nlohmann::json& record, const char* key, const std::stri
   if (found == record.end())
     throw InputError(path, line, 0, std::string("no \"") + key + "\"");
   const nlohmann::json& v = *found;
-  if (v.is_null())
-    return nan;
-  if (v.is_number())
-    return v.get<double>();
-  if (v == "inf")
-    return std::numeric_limits<double>::infinity();
-  if (v == "-inf")
-    return -std::numeric_limits<double>::infinity();
+  if (v.is_null() || v.is_number() || v == "inf" || v == "-inf")
+    return io::number_of(v);
   throw InputError(path, line, 0, std::string("\"") + key + "\" is not a number");
 }
 

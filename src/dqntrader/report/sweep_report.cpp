@@ -20,10 +20,6 @@ namespace {
 
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
-double number_or_nan(const nlohmann::json& v) {
-  return v.is_number() ? v.get<double>() : nan;
-}
-
 std::vector<std::pair<std::string, std::string>> settings_of(const nlohmann::json& settings,
                                                              const std::vector<sweep::Axis>& axes) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -53,10 +49,10 @@ SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
     row.settings = settings_of(m["settings"], report.axes);
     row.status = m["status"].get<std::string>();
     row.best_epoch = m["best_epoch"].get<std::size_t>();
-    row.validation_sharpe = number_or_nan(m["validation_sharpe"]);
+    row.validation_sharpe = io::number_of(m["validation_sharpe"]);
     const nlohmann::json& best = m["validation"];
-    row.total_return = best.contains("total_return") ? number_or_nan(best["total_return"]) : nan;
-    row.max_drawdown = best.contains("max_drawdown") ? number_or_nan(best["max_drawdown"]) : nan;
+    row.total_return = best.contains("total_return") ? io::number_of(best["total_return"]) : nan;
+    row.max_drawdown = best.contains("max_drawdown") ? io::number_of(best["max_drawdown"]) : nan;
     if (row.status != "pending" && row.status != "failed")
       row.epochs = read_epochs(dir + "/" + m["run"].get<std::string>());
     report.members.push_back(std::move(row));
@@ -67,9 +63,9 @@ SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
     row.members = c["members"].get<std::size_t>();
     row.finished = c["finished"].get<std::size_t>();
     row.settings = settings_of(c["settings"], report.axes);
-    row.mean = number_or_nan(c["validation_sharpe_mean"]);
-    row.stdev = number_or_nan(c["validation_sharpe_std"]);
-    row.minimum = number_or_nan(c["validation_sharpe_min"]);
+    row.mean = io::number_of(c["validation_sharpe_mean"]);
+    row.stdev = io::number_of(c["validation_sharpe_std"]);
+    row.minimum = io::number_of(c["validation_sharpe_min"]);
     report.combinations.push_back(std::move(row));
   }
   if (!report.members.empty() && std::isfinite(report.members.front().validation_sharpe)) {

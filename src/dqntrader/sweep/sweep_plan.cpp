@@ -31,10 +31,6 @@ std::string population_key(train::TrainConfig config) {
   return j.dump();
 }
 
-double json_double(const nlohmann::json& v) {
-  return v.is_number() ? v.get<double>() : std::nan("");
-}
-
 }  // namespace
 
 std::size_t member_bytes(const train::TrainConfig& c, std::size_t features) {
@@ -134,8 +130,8 @@ MemberResult member_result_from_json(const nlohmann::json& j) {
   r.status = j.value("status", std::string("pending"));
   r.epochs = j.value("epochs", std::size_t{0});
   r.best_epoch = j.value("best_epoch", std::size_t{0});
-  r.validation_sharpe = json_double(j.value("validation_sharpe", nlohmann::json()));
-  r.last_sharpe = json_double(j.value("last_sharpe", nlohmann::json()));
+  r.validation_sharpe = io::number_of(j.value("validation_sharpe", nlohmann::json()));
+  r.last_sharpe = io::number_of(j.value("last_sharpe", nlohmann::json()));
   r.best = j.value("best", nlohmann::json::object());
   r.failure = j.value("failure", std::string());
   return r;
