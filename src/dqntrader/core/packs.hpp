@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "dqntrader/core/bf16.hpp"
 
@@ -25,6 +26,16 @@ template <class T, class... Strides>
 bool packs_fit(const T* data, Strides... strides) {
   const bool aligned = reinterpret_cast<std::uintptr_t>(data) % 16 == 0;
   return aligned && ((static_cast<std::size_t>(strides) % kPack == 0) && ...);
+}
+
+/// Calls f(std::true_type()) when whole, f(std::false_type()) otherwise: a kernel that takes
+/// whole packs (a Whole template parameter) where packs_fit, values one by one elsewhere.
+template <class F>
+void with_whole_packs(bool whole, const F& f) {
+  if (whole)
+    f(std::true_type());
+  else
+    f(std::false_type());
 }
 
 /// x[i] = p[i] for i < n (n <= kPack; 0 beyond): as one pack when Whole (p aligned, n = kPack).

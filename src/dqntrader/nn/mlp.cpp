@@ -82,7 +82,7 @@ void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t
     throw InputError("head_forward: " + std::to_string(rows) + " rows do not fit the buffers");
   }
   with_head_width(head.width, [&](auto width) {
-    with_head_packs(head, [&](auto whole) {
+    with_whole_packs(head_packs(head), [&](auto whole) {
       head_forward<decltype(width)::value, decltype(whole)::value, T>(space, head, rows, q);
     });
   });
@@ -371,16 +371,11 @@ void column_pass(const char* label, const ExecSpace& space, const Rows& rows_of,
   Kokkos::parallel_for(label, recordable(policy), ColumnPass<Rows>{rows_of, tiles, out});
 }
 
-// Calls f(std::true_type()) when the rows of h and y (and their sets) take whole packs, f(false)
-// otherwise.
-template <class T, class F>
-void with_packs(const gemm::StridedBatch<const T>& h, const gemm::StridedBatch<T>& y, const F& f) {
-  if (h.extent(2) % kPack == 0 && packs_fit(h.data(), h.stride(0), h.stride(1)) &&
-      packs_fit(y.data(), y.stride(0), y.stride(1))) {
-    f(std::true_type());
-  } else {
-    f(std::false_type());
-  }
+// Whether the rows of h and y (and their sets) take whole packs.
+template <class T>
+bool rows_take_packs(const gemm::StridedBatch<const T>& h, const gemm::StridedBatch<T>& y) {
+  return h.extent(2) % kPack == 0 && packs_fit(h.data(), h.stride(0), h.stride(1)) &&
+         packs_fit(y.data(), y.stride(0), y.stride(1));
 }
 
 }  // namespace
@@ -576,7 +571,7 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
     sums.bias = grads.values.data() + m_layout.bias(head - 1).offset;
     sums.weight = grads.values.data() + m_layout.weight(head).offset;
     with_head_width(m_head_width, [&](auto width) {
-      with_packs(h, y, [&](auto whole) {
+      with_whole_packs(rows_take_packs(h, y), [&](auto whole) {
         using Rows = HeadRows<decltype(width)::value, T, decltype(whole)::value>;
         column_pass("dqntrader::nn::head_backward", space,
                     Rows{first_of(gemm::StridedBatch<const T>(m_head_grad), k, rows), h, y,
@@ -606,7 +601,7 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
     product(space, Op::none, Op::transpose, dz, tensor_sets(w.working.data(), weight, k, w.stride),
             next);
     sums.bias = grads.values.data() + m_layout.bias(l - 1).offset;
-    with_packs(input, next, [&](auto whole) {
+    with_whole_packs(rows_take_packs(input, next), [&](auto whole) {
       column_pass("dqntrader::nn::relu_backward", space,
                   ReluRows<T, decltype(whole)::value>{input, next},
                   ColumnTiles(rows, next.extent(2)), k, sums);

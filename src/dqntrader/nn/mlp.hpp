@@ -244,15 +244,6 @@ bool head_packs(const HeadInputs<T>& head) {
          packs_fit(head.weight, head.copy_stride);
 }
 
-/// Calls f(std::true_type()) when head_packs(head), f(std::false_type()) otherwise.
-template <class T, class F>
-void with_head_packs(const HeadInputs<T>& head, const F& f) {
-  if (head_packs(head))
-    f(std::true_type());
-  else
-    f(std::false_type());
-}
-
 /// Q from the head's W outputs o(0..W-1) (bias added): q[a] = o(a), or with a dueling head
 /// q[a] = o(0) + o(1 + a) - mean_b o(1 + b), for the actions (W, or W - 1 when dueling).
 template <int W, class Outputs>

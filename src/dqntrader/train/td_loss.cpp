@@ -254,7 +254,7 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
   }
   const int teams = team_count(b, rows - 2 * b);
   nn::with_head_width(head.width, [&](auto width) {
-    nn::with_head_packs(head, [&](auto whole) {
+    with_whole_packs(nn::head_packs(head), [&](auto whole) {
       constexpr int W = decltype(width)::value;
       Policy policy(space, static_cast<int>(members) * teams, kTeam);
       policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(q_floats(W)) +
