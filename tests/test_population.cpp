@@ -68,9 +68,9 @@ TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
   spec.dueling = true;
   const nn::ParameterLayout layout(spec);
   const std::size_t k = 3, rows = 13, state = spec.state_size(), p = layout.size();
-  const std::size_t stride = p + 29;
+  const std::size_t stride = p + 29, target_first = 4, target_end = 11;
   // Parameters: every member's online network, then every member's target; states: member
-  // m's in block m and again in block K + m.
+  // m's in block m. The targets are evaluated on rows [target_first, target_end) only.
   std::vector<float> all(2 * k * stride, 0.0f);
   for (std::size_t set = 0; set < 2 * k; ++set) {
     const std::vector<float> one = nn::initial_parameters(layout, seed + set);
@@ -78,27 +78,28 @@ TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
   }
   const ExecSpace space;
   const auto parameters = upload(all);
-  const MatrixBatch<float> states("test::states", 2 * k, rows, state);
+  const MatrixBatch<float> states("test::states", k, rows, state);
   std::vector<std::vector<float>> member_states;
   auto host_states = Kokkos::create_mirror_view(states);
   for (std::size_t m = 0; m < k; ++m) {
     member_states.push_back(testing::random_values(rng, rows * state));
     for (std::size_t r = 0; r < rows; ++r) {
       for (std::size_t j = 0; j < state; ++j)
-        host_states(m, r, j) = host_states(k + m, r, j) = member_states[m][r * state + j];
+        host_states(m, r, j) = member_states[m][r * state + j];
     }
   }
   Kokkos::deep_copy(states, host_states);
   nn::Mlp<float> population(space, spec, Precision::fp32, rows, 2 * k, k);
   MatrixBatch<float> q("test::q", 2 * k, rows, spec.actions);
-  nn::head_forward(
-      space, population.forward_pair(space, {parameters, parameters, k, stride}, states, rows),
-      rows, q);
+  const exec::SideStream side;
+  nn::head_forward(space,
+                   population.forward_pair(space, side, {parameters, parameters, k, stride}, states,
+                                           rows, target_first, target_end - target_first),
+                   rows, q);
   std::vector<float> dq = testing::random_values(rng, k * rows * spec.actions);
   Kokkos::View<float*, DeviceMemory> grads("test::grads", k * stride);
   const nn::Gradients gradients{grads, k, stride};
   write_rows(space, population.output_gradient(rows, gradients), dq);
-  const exec::SideStream side;
   population.backward(space, side, {parameters, parameters, k, stride}, rows, gradients);
   const auto q_all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
   const std::vector<float> g_all = download(grads);
@@ -113,17 +114,19 @@ TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
     std::copy(all.begin() + m * stride, all.begin() + m * stride + p, pair.begin());
     std::copy(all.begin() + (k + m) * stride, all.begin() + (k + m) * stride + p, pair.begin() + p);
     const auto both = upload(pair);
-    const MatrixBatch<float> one_states("test::one", 2, rows, state);
+    const MatrixBatch<float> one_states("test::one", 1, rows, state);
     auto host_one = Kokkos::create_mirror_view(one_states);
     for (std::size_t r = 0; r < rows; ++r) {
       for (std::size_t j = 0; j < state; ++j)
-        host_one(0, r, j) = host_one(1, r, j) = member_states[m][r * state + j];
+        host_one(0, r, j) = member_states[m][r * state + j];
     }
     Kokkos::deep_copy(one_states, host_one);
     nn::Mlp<float> alone(space, spec, Precision::fp32, rows, 2, 1);
     MatrixBatch<float> q_one("test::q_one", 2, rows, spec.actions);
-    nn::head_forward(space, alone.forward_pair(space, {both, both, 1, p}, one_states, rows), rows,
-                     q_one);
+    nn::head_forward(space,
+                     alone.forward_pair(space, side, {both, both, 1, p}, one_states, rows,
+                                        target_first, target_end - target_first),
+                     rows, q_one);
     Kokkos::View<float*, DeviceMemory> g_one("test::g_one", p);
     write_rows(space, alone.output_gradient(rows, nn::Gradients{g_one}),
                std::vector<float>(dq.begin() + m * rows * spec.actions,
@@ -131,7 +134,7 @@ TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
     alone.backward(space, side, {both, both, 1, p}, rows, nn::Gradients{g_one});
     const auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q_one);
     for (std::size_t c = 0; c < 2; ++c) {
-      for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t r = c == 0 ? 0 : target_first; r < (c == 0 ? rows : target_end); ++r) {
         for (std::size_t a = 0; a < spec.actions; ++a) {
           const float got = q_all(c * k + m, r, a), want = q_host(c, r, a);
           if (exact) {

@@ -151,8 +151,9 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   const nn::NetworkSpec spec =
       packed ? small_network({136, 48}, dueling) : small_network({40, 33}, dueling);
   const nn::ParameterLayout layout(spec);
-  // With packs, more rows than a chunk of the host's column passes (16).
-  const std::size_t rows = packed ? 40 : 9, state = spec.state_size();
+  // With packs, more rows than a chunk of one learner's column passes (64 on the host, 256 on
+  // CUDA), whose sums the last team of a tile adds; without, fewer (a tile's only chunk).
+  const std::size_t rows = packed ? 264 : 9, state = spec.state_size();
   const oracle::Network reference{spec.features, 3, 3, spec.hidden, dueling};
   // Drawn again while a hidden unit's pre-activation lies within 1e-4 of its ReLU's kink,
   // where the derivative is not defined: a central difference would straddle it, or the
@@ -266,8 +267,9 @@ INSTANTIATE_TEST_SUITE_P(Dueling, Backward,
                                   (std::get<1>(info.param) ? "_packed" : "_values");
                          });
 
-// forward_pair: the online and a second weight set in one batched pass give what two
-// separate passes give, and backward then sees the online network's activations.
+// forward_pair: the online and a second weight set, this one on a range of the rows only, give
+// what two separate passes give there, and backward then sees the online network's
+// activations.
 class Pair : public ::testing::TestWithParam<bool> {};
 
 TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
@@ -277,6 +279,7 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
   const nn::NetworkSpec spec = small_network({16, 8}, GetParam());
   const nn::ParameterLayout layout(spec);
   const std::size_t rows = 11, state = spec.state_size(), p = layout.size();
+  const std::size_t target_first = 3, target_end = 9;
   const std::size_t offset = (p + 31) / 32 * 32;
   std::vector<float> both(2 * offset, 0.0f);
   const std::vector<float> online = nn::initial_parameters(layout, seed);
@@ -298,8 +301,10 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
   nn::Mlp<float> single(space, spec, Precision::fp32, rows);
   const auto shared = nn::batch_of_one(StridedMatrix<const float>(states));
   MatrixBatch<float> q_pair("test::q_pair", 2, rows, spec.actions);
+  const exec::SideStream side;
   nn::head_forward(space,
-                   paired.forward_pair(space, {parameters, parameters, 1, offset}, shared, rows),
+                   paired.forward_pair(space, side, {parameters, parameters, 1, offset}, shared,
+                                       rows, target_first, target_end - target_first),
                    rows, q_pair);
   MatrixBatch<float> q_target("test::q_target", 1, rows, spec.actions);
   single.forward(space, {target_view, target_view}, shared, rows, q_target);
@@ -311,7 +316,6 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
   Kokkos::View<float*, DeviceMemory> grads_single("test::grads_single", p);
   write_output_gradient(space, paired.output_gradient(rows, nn::Gradients{grads_pair}), dq);
   write_output_gradient(space, single.output_gradient(rows, nn::Gradients{grads_single}), dq);
-  const exec::SideStream side;
   paired.backward(space, side, {online_view, online_view}, rows, nn::Gradients{grads_pair});
   single.backward(space, side, {online_view, online_view}, rows, nn::Gradients{grads_single});
 
@@ -322,8 +326,10 @@ TEST_P(Pair, EqualsTwoSeparatePassesAndKeepsTheOnlineActivations) {
     for (std::size_t a = 0; a < spec.actions; ++a) {
       EXPECT_NEAR(pair_host(0, r, a), online_host(0, r, a),
                   1e-5 * (1 + std::fabs(online_host(0, r, a))));
-      EXPECT_NEAR(pair_host(1, r, a), target_host(0, r, a),
-                  1e-5 * (1 + std::fabs(target_host(0, r, a))));
+      if (r >= target_first && r < target_end) {
+        EXPECT_NEAR(pair_host(1, r, a), target_host(0, r, a),
+                    1e-5 * (1 + std::fabs(target_host(0, r, a))));
+      }
     }
   }
   const std::vector<float> g_pair = download(grads_pair), g_single = download(grads_single);
@@ -714,18 +720,13 @@ void draw(const ExecSpace& space, const Sampler& sampler, const replay::Batch& b
   const Matrix<const float> features(column.data(), bars, 1);
   const auto env_bars = upload(std::vector<std::int32_t>{17, 3});
   const auto env_positions = upload(std::vector<std::int8_t>{2, 0});
-  // The trainer's buffer: a block for the online network and one for the target, which get
-  // the same rows.
+  // The trainer's buffer: one member's block.
   const std::size_t rows = 2 * b + 2, state = 1 + positions;
-  const MatrixBatch<float> states("test::states", 2, rows, state);
+  const MatrixBatch<float> states("test::states", 1, rows, state);
   env::assemble_learning_states(space, features, sampler, batch, {env_bars, env_positions},
                                 gemm::StridedBatch<float>(states));
   const auto blocks = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), states);
   const auto got = Kokkos::subview(blocks, 0, Kokkos::ALL, Kokkos::ALL);
-  for (std::size_t row = 0; row < rows; ++row) {
-    for (std::size_t j = 0; j < state; ++j)
-      ASSERT_EQ(blocks(1, row, j), got(row, j)) << "the target's block, row " << row;
-  }
   const auto bar = download(batch.bar), next_bar = download(batch.next_bar);
   const auto position = download(batch.position), next_position = download(batch.next_position);
   auto expect_state = [&](std::size_t row, std::int32_t t, int p) {

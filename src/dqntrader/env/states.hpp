@@ -55,15 +55,14 @@ struct LearningRow {
 /// batch.size() / M and E = environments.bars.extent(0) / M, sampler draws member m's batch
 /// (its sample i goes to batch entry m B + i), and rows [0, B) of out(m) get the samples'
 /// states s, rows [B, 2B) their next states s', then rows [2B, 2B + E) the states of the
-/// member's environments; out(M + m) gets the same rows (the target network's copy, for a
-/// batched pass of the online and target networks together; out.extent(0) is 2M).
+/// member's environments (M = out.extent(0)).
 /// Sampler: Sample operator()(std::size_t m, std::size_t i) const, callable on the device,
 /// the same sample for the same (m, i) within a launch.
 template <class T, class Sampler>
 void assemble_learning_states(const ExecSpace& space, const Matrix<const T>& features,
                               const Sampler& sampler, const replay::Batch& batch,
                               const StateSource& environments, const gemm::StridedBatch<T>& out) {
-  const std::size_t members = out.extent(0) / 2;
+  const std::size_t members = out.extent(0);
   const std::size_t b = batch.size() / members, e = environments.bars.extent(0) / members;
   const std::size_t rows = 2 * b + e;
   for_each_cell(
@@ -83,7 +82,6 @@ void assemble_learning_states(const ExecSpace& space, const Matrix<const T>& fea
         if (row < b && j == 0)
           batch.store(m * b + row, from.sample);
         store_state_cell(features, from.bar, from.position, out(m, row, j), j);
-        out(members + m, row, j) = out(m, row, j);
       });
 }
 

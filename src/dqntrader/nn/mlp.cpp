@@ -19,11 +19,19 @@ auto first_rows(const V& m, std::size_t rows) {
   return Kokkos::subview(m, std::make_pair(std::size_t{0}, rows), Kokkos::ALL);
 }
 
+// Blocks [set, set + sets) of x and their rows [row, row + rows).
+template <class T>
+gemm::StridedBatch<T> block_of(const gemm::StridedBatch<T>& x, std::size_t set, std::size_t sets,
+                               std::size_t row, std::size_t rows) {
+  return gemm::StridedBatch<T>(
+      x.data() + set * x.stride(0) + row * x.stride(1),
+      Kokkos::LayoutStride(sets, x.stride(0), rows, x.stride(1), x.extent(2), 1));
+}
+
 // The first sets blocks and their first rows rows.
 template <class T>
 gemm::StridedBatch<T> first_of(const gemm::StridedBatch<T>& x, std::size_t sets, std::size_t rows) {
-  return gemm::StridedBatch<T>(
-      x.data(), Kokkos::LayoutStride(sets, x.stride(0), rows, x.stride(1), x.extent(2), 1));
+  return block_of(x, 0, sets, 0, rows);
 }
 
 // Tensor t of count weight sets, set s at s * stride values into values: [set][row][col].
@@ -33,6 +41,16 @@ gemm::StridedBatch<T> tensor_sets(T* values, const Tensor& t, std::size_t count,
   return gemm::StridedBatch<T>(values + t.offset,
                                Kokkos::LayoutStride(count, stride, t.rows, t.cols, t.cols, 1));
 }
+
+// Whether forward_pair evaluates one member's target network with its online network, on
+// every row, in one batched product a layer (on CUDA, where at one member's size a product
+// costs its launch, and three products more cost more than the target's rows outside s'),
+// rather than on s' alone, beside (on the host, where a product costs its arithmetic).
+#if defined(DQNTRADER_BACKEND_CUDA)
+constexpr bool kJointPairs = true;
+#else
+constexpr bool kJointPairs = false;
+#endif
 
 // Rows of the head a team evaluates in head_forward, kHeadLanes threads each.
 #if defined(DQNTRADER_BACKEND_CUDA)
@@ -103,15 +121,18 @@ namespace {
 // chunk of rows, kRowBatch rows loaded before any is stored (their loads overlap). Its sums are
 // added to those of the row groups of its warp (a butterfly of shuffles on CUDA), then the
 // warps' in scratch in order, into partials(learner, chunk, s * cols + column); the last team
-// of a learner's column tile adds the chunks in order: the same order on every run and for any
-// number of learners. On CUDA a tile is up to kCudaTilePacks packs (32 columns) and a thread's
-// rows one batch: narrow tiles and short chunks, so that even one learner's pass has thousands
-// of threads and the last team adds few chunks. On the host a team is one thread, which takes
-// a tile of up to kHostTilePacks packs one pack after another over a chunk of kHostChunkRows
-// rows (one group).
+// of a learner's column tile adds the chunks in order (a chunk that is the tile's only one
+// writes its sums where they go): the same order on every run. On CUDA a tile is up to
+// kCudaTilePacks packs (32 columns) and a thread's rows the fewest batches (a power of two)
+// that keep the pass within kColumnTeams teams: narrow tiles and short chunks, so that even
+// one learner's pass has thousands of threads and the last team adds few chunks, and, for
+// many learners, longer chunks rather than more teams, each with its fence and atomic. The
+// order of a learner's sums then depends on the number of learners, by their chunks. On the
+// host a team is one thread, which takes a tile of up to kHostTilePacks packs one pack after
+// another over a chunk of kHostChunkRows rows (one group), for any number of learners.
 constexpr int kRowBatch = 4;
 #if defined(DQNTRADER_BACKEND_CUDA)
-constexpr std::size_t kColumnTeam = 256, kCudaTilePacks = 4;
+constexpr std::size_t kColumnTeam = 256, kCudaTilePacks = 4, kColumnTeams = 512;
 #else
 constexpr std::size_t kColumnTeam = 1, kHostTilePacks = 16, kHostChunkRows = 64;
 #endif
@@ -124,7 +145,8 @@ struct ColumnTiles {
   std::size_t rows = 0, cols = 0, packs = 0, tile_packs = 0, groups = 0, tiles = 0;
   std::size_t chunk_rows = 0, chunks = 0;
 
-  ColumnTiles(std::size_t rows_, std::size_t cols_) : rows(rows_), cols(cols_) {
+  ColumnTiles(std::size_t rows_, std::size_t cols_, std::size_t learners)
+      : rows(rows_), cols(cols_) {
     packs = (cols + kPack - 1) / kPack;
 #if defined(DQNTRADER_BACKEND_CUDA)
     // A power of two, so that a warp's lanes of one pack lie a power of two apart and the team
@@ -133,13 +155,18 @@ struct ColumnTiles {
     while (tile_packs * 2 <= packs && tile_packs * 2 <= kCudaTilePacks)
       tile_packs *= 2;
     groups = kColumnTeam / tile_packs;
+    tiles = (packs + tile_packs - 1) / tile_packs;
     chunk_rows = groups * kRowBatch;
+    while (chunk_rows < rows &&
+           learners * tiles * ((rows + chunk_rows - 1) / chunk_rows) > kColumnTeams)
+      chunk_rows *= 2;
 #else
+    (void)learners;
     tile_packs = packs < kHostTilePacks ? packs : kHostTilePacks;
     groups = 1;
+    tiles = (packs + tile_packs - 1) / tile_packs;
     chunk_rows = kHostChunkRows;
 #endif
-    tiles = (packs + tile_packs - 1) / tile_packs;
     chunks = (rows + chunk_rows - 1) / chunk_rows;
   }
   KOKKOS_INLINE_FUNCTION std::size_t threads() const {
@@ -326,9 +353,11 @@ struct ColumnPass {
       }
     }
     member.team_barrier();
-    // The warps' sums in order, into the chunk's partials.
+    // The warps' sums in order, into the chunk's partials (or, for a tile's only chunk, where
+    // they go).
     const std::size_t cols = t.tile_cols(), first_col = tile * cols;
     for (int s = 0; s < S; ++s) {
+      float* const grads = (s == 0 ? out.bias : out.weight) + k * out.stride;
       for (std::size_t col = rank; col < cols; col += team) {
         const std::size_t j = first_col + col;
         if (j >= t.cols)
@@ -339,10 +368,14 @@ struct ColumnPass {
         float total = 0.0f;
         for (std::size_t w = 0; w < warps; ++w)
           total += shared(at + w * t.tile_packs);
-        out.partials(k, chunk, s * t.cols + j) = total;
+        if (t.chunks == 1)
+          grads[s == 0 ? j : j * (S - 1) + (s - 1)] = total;
+        else
+          out.partials(k, chunk, s * t.cols + j) = total;
       }
     }
-    if (!last_to_arrive(member, &out.arrivals(k, tile), static_cast<int>(t.chunks)))
+    if (t.chunks == 1 ||
+        !last_to_arrive(member, &out.arrivals(k, tile), static_cast<int>(t.chunks)))
       return;
     for (int s = 0; s < S; ++s) {
       float* const grads = (s == 0 ? out.bias : out.weight) + k * out.stride;
@@ -407,12 +440,13 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
   }
   m_head_grad =
       MatrixBatch<T>(alloc("dqntrader::nn::head_grad"), m_max_learners, max_rows, m_head_width);
-  // One set of column partials serves every column pass (they run one after another).
+  // One set of column partials serves every column pass (they run one after another); one
+  // learner's passes have the most chunks.
   std::size_t chunks = 0, sums = 0, tiles = 0;
   for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
     const std::size_t w = spec.hidden[l];
     const std::size_t per_column = l + 1 == spec.hidden.size() ? 1 + m_head_width : 1;
-    const ColumnTiles t(max_rows, w);
+    const ColumnTiles t(max_rows, w, 1);
     chunks = std::max(chunks, t.chunks);
     tiles = std::max(tiles, t.tiles);
     sums = std::max(sums, per_column * w);
@@ -447,24 +481,24 @@ void Mlp<T>::product(const ExecSpace& space, Op op_a, Op op_b, const gemm::Strid
 }
 
 template <class T>
-gemm::StridedBatch<const T> Mlp<T>::hidden_layers(const ExecSpace& space, const Weights<T>& w,
+gemm::StridedBatch<const T> Mlp<T>::hidden_layers(const ExecSpace& space, const T* weights,
                                                   std::size_t sets, std::size_t stride,
                                                   const gemm::StridedBatch<const T>& states,
+                                                  std::size_t first_set, std::size_t first_row,
                                                   std::size_t rows) {
   const NetworkSpec& spec = m_layout.spec();
-  m_states = states;
-  gemm::StridedBatch<const T> in = first_of(states, states.extent(0), rows);
+  gemm::StridedBatch<const T> in = block_of(states, 0, states.extent(0), first_row, rows);
   for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
     const Tensor& weight = m_layout.weight(l);
     const Tensor& bias = m_layout.bias(l);
     gemm::Epilogue<T> epilogue;
-    epilogue.bias = Kokkos::View<const T*, DeviceMemory>(w.working.data() + bias.offset,
+    epilogue.bias = Kokkos::View<const T*, DeviceMemory>(weights + bias.offset,
                                                          (sets - 1) * stride + bias.size());
     epilogue.bias_stride = stride;
     epilogue.relu = true;
-    const gemm::StridedBatch<T> out = first_of(m_hidden[l], sets, rows);
-    gemm::product_batched<T, T>(space, m_precision, in,
-                                tensor_sets(w.working.data(), weight, sets, stride), out, epilogue);
+    const gemm::StridedBatch<T> out = block_of(m_hidden[l], first_set, sets, first_row, rows);
+    gemm::product_batched<T, T>(space, m_precision, in, tensor_sets(weights, weight, sets, stride),
+                                out, epilogue);
     in = out;
   }
   return in;
@@ -511,29 +545,47 @@ void Mlp<T>::forward(const ExecSpace& space, const Weights<T>& w,
     throw InputError("Mlp::forward: " + std::to_string(sets) + " networks on " +
                      std::to_string(rows) + " rows do not fit the buffers");
   }
-  const HeadInputs<T> head =
-      head_inputs(w, hidden_layers(space, w, sets, w.stride, states, rows), w.stride);
+  m_states = states;
+  const HeadInputs<T> head = head_inputs(
+      w, hidden_layers(space, w.working.data(), sets, w.stride, states, 0, 0, rows), w.stride);
   m_learners = sets;
   nn::head_forward<T>(space, head, rows, q);
 }
 
 template <class T>
-HeadInputs<T> Mlp<T>::forward_pair(const ExecSpace& space, const Weights<T>& w,
-                                   const gemm::StridedBatch<const T>& states, std::size_t rows) {
+HeadInputs<T> Mlp<T>::forward_pair(const ExecSpace& space, const exec::SideStream& side,
+                                   const Weights<T>& w, const gemm::StridedBatch<const T>& states,
+                                   std::size_t rows, std::size_t target_first,
+                                   std::size_t target_rows) {
   const std::size_t members = w.count, sets = 2 * members;
   const std::size_t stride = w.stride > 0 ? w.stride : m_layout.size();
   check_sets("Mlp::forward_pair", sets, stride, m_layout.size(), w.working.extent(0),
              w.master.extent(0));
   if (sets > m_max_sets || members > m_max_learners || rows > m_max_rows ||
-      rows > states.extent(1) || states.extent(2) != m_layout.spec().state_size() ||
-      (states.extent(0) != 1 && states.extent(0) != sets)) {
+      rows > states.extent(1) || target_first + target_rows > rows ||
+      states.extent(2) != m_layout.spec().state_size() ||
+      (states.extent(0) != 1 && states.extent(0) != members)) {
     throw InputError("Mlp::forward_pair: " + std::to_string(members) + " members on " +
                      std::to_string(rows) + " rows or their weight sets do not fit the buffers");
   }
-  const HeadInputs<T> head =
-      head_inputs(w, hidden_layers(space, w, sets, stride, states, rows), stride);
+  m_states = states;
   m_learners = members;
-  return head;
+  if (kJointPairs && members == 1) {
+    // One member's target with its online network over every row (states, of one block, are
+    // shared by the two): one batched product a layer.
+    hidden_layers(space, w.working.data(), sets, stride, states, 0, 0, rows);
+  } else {
+    // The targets on the side, beside the online networks: each of the two products of a
+    // layer is its own chain, and neither waits for the other's.
+    side.fork(space);
+    if (target_rows > 0) {
+      hidden_layers(side.space(), w.working.data() + members * stride, members, stride, states,
+                    members, target_first, target_rows);
+    }
+    hidden_layers(space, w.working.data(), members, stride, states, 0, 0, rows);
+    side.join(space);
+  }
+  return head_inputs(w, first_of(gemm::StridedBatch<const T>(m_hidden.back()), sets, rows), stride);
 }
 
 template <class T>
@@ -576,7 +628,7 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
         column_pass("dqntrader::nn::head_backward", space,
                     Rows{first_of(gemm::StridedBatch<const T>(m_head_grad), k, rows), h, y,
                          w.working.data() + m_layout.weight(head).offset, w.stride},
-                    ColumnTiles(rows, h.extent(2)), k, sums);
+                    ColumnTiles(rows, h.extent(2), k), k, sums);
       });
     });
   }
@@ -604,7 +656,7 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
     with_whole_packs(rows_take_packs(input, next), [&](auto whole) {
       column_pass("dqntrader::nn::relu_backward", space,
                   ReluRows<T, decltype(whole)::value>{input, next},
-                  ColumnTiles(rows, next.extent(2)), k, sums);
+                  ColumnTiles(rows, next.extent(2), k), k, sums);
     });
   }
   side.join(space);

@@ -286,16 +286,21 @@ class Mlp {
                const gemm::StridedBatch<const T>& states, std::size_t rows,
                const gemm::StridedBatch<float>& q);
 
-  /// The online networks and their targets together, one batched product per hidden layer:
-  /// the M = w.count online networks at m * w.stride values into w, then their targets, member
-  /// m's at (M + m) * w.stride, on the first rows states of states (batch extent 1, or 2M:
-  /// states(m) for member m's online network, states(M + m) the same for its target). Returns
-  /// the head's inputs of the 2M networks (copy m member m's online network, copy M + m its
-  /// target), valid until the next pass; the head is left to the caller (head_forward, or a
-  /// loss that evaluates it where it needs it). Keeps the online networks' activations for
-  /// backward(), whose learners they are.
-  HeadInputs<T> forward_pair(const ExecSpace& space, const Weights<T>& w,
-                             const gemm::StridedBatch<const T>& states, std::size_t rows);
+  /// The online networks and their targets, one batched product per hidden layer each: the
+  /// M = w.count online networks at m * w.stride values into w on the first rows states of
+  /// states (batch extent 1, shared by every member, or M: states(m) member m's), and their
+  /// targets, member m's at (M + m) * w.stride, on rows [target_first, target_first +
+  /// target_rows) of the same states only, on side (forked from space and joined back, so
+  /// that the two chains of products run side by side). Returns the head's inputs of the 2M
+  /// networks (copy m member m's online network, copy M + m its target, whose rows outside
+  /// the target's range may not be evaluated: on CUDA one member's target is evaluated on
+  /// every row, with its online network in one product a layer, where three products more
+  /// would cost more than the rows they save), valid until the next pass; the head is left to
+  /// the caller (head_forward, or a loss that evaluates it where it needs it). Keeps the
+  /// online networks' activations for backward(), whose learners they are.
+  HeadInputs<T> forward_pair(const ExecSpace& space, const exec::SideStream& side,
+                             const Weights<T>& w, const gemm::StridedBatch<const T>& states,
+                             std::size_t rows, std::size_t target_first, std::size_t target_rows);
 
   /// Where the loss writes d loss / d Q for the first rows states of each learner of the last
   /// forward pass, and the head's bias gradients in grads (the parameter layout, float).
@@ -320,11 +325,14 @@ class Mlp {
                const gemm::StridedBatch<const T>& a, const gemm::StridedBatch<const T>& b,
                const gemm::StridedBatch<TC>& c) const;
 
-  // The hidden layers of sets weight sets (set s at s * stride values into w) on the first
-  // rows states; returns the last layer's activations [set][row][column].
-  gemm::StridedBatch<const T> hidden_layers(const ExecSpace& space, const Weights<T>& w,
+  // The hidden layers of sets weight sets (set s at s * stride values from weights) on rows
+  // [first_row, first_row + rows) of states (batch extent 1, shared, or sets), into the same
+  // rows of activation sets [first_set, first_set + sets); returns the last layer's
+  // activations of those sets and rows [set][row][column].
+  gemm::StridedBatch<const T> hidden_layers(const ExecSpace& space, const T* weights,
                                             std::size_t sets, std::size_t stride,
                                             const gemm::StridedBatch<const T>& states,
+                                            std::size_t first_set, std::size_t first_row,
                                             std::size_t rows);
 
   // The head's inputs: the last hidden layer's activations and the head of each set (set s

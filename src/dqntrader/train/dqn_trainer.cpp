@@ -271,7 +271,7 @@ class EngineImpl final : public DqnTrainer::Engine {
         std::make_unique<TrainingGuard>(space, nn::MemberVectors{k, p, m_stride}, c.guard_limit);
 
     m_batch = replay::Batch(space, k * b);
-    m_states = MatrixBatch<T>(alloc("dqntrader::train::states"), 2 * k, 2 * b + e, s);
+    m_states = MatrixBatch<T>(alloc("dqntrader::train::states"), k, 2 * b + e, s);
     m_q_online = MatrixBatch<float>(alloc("dqntrader::train::q"), k, online_rows, a);
     m_td = std::make_unique<TdLoss>(space, k, b, e, m_net->head_width());
     m_loss = Kokkos::View<LossSums*, DeviceMemory>(alloc("dqntrader::train::loss"), k);
@@ -598,11 +598,11 @@ class EngineImpl final : public DqnTrainer::Engine {
     }
     // Learning, once the replay holds enough complete n-step windows (the host knows the
     // count: every step writes E transitions to each ring), draws its batches first, so that
-    // one pass of every member's online and target networks together (one batched product
-    // per hidden layer) evaluates the batches' states and the environments' (rows
-    // [2B, 2B + E)), and the TD loss, which evaluates the heads, gives the environments'
-    // Q-values with the loss; then the environments act and write their transitions, and the
-    // learning step follows.
+    // one pass evaluates every member's online network on the batches' states s and s' and
+    // the environments' (rows [2B, 2B + E)) and, beside it, its target network on s' (rows
+    // [B, 2B)), one batched product per hidden layer each, and the TD loss, which evaluates
+    // the heads, gives the environments' Q-values with the loss; then the environments act and
+    // write their transitions, and the learning step follows.
     const std::int64_t total = m_steps * static_cast<std::int64_t>(e);
     const bool ready = total >= static_cast<std::int64_t>(c.learning_starts) &&
                        m_replay->end_sampleable(total) > m_replay->first_sampleable(total);
@@ -615,7 +615,8 @@ class EngineImpl final : public DqnTrainer::Engine {
       // states, which went there too.
       assemble_learning_states(environments);
       m_side.join(m_space);
-      loss_partials = loss(b, m_net->forward_pair(m_space, pair_weights(), m_states, 2 * b + e));
+      loss_partials =
+          loss(b, m_net->forward_pair(m_space, m_side, pair_weights(), m_states, 2 * b + e, b, b));
       env_q = rows_of(gemm::StridedBatch<const float>(q), 2 * b, e);
     } else {
       const gemm::StridedBatch<T> online_states = first_matrices(m_states, k);

@@ -4,8 +4,8 @@
 
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/error.hpp"
-#include "dqntrader/core/for_each_cell.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/types.hpp"
 #include "dqntrader/io/view_sections.hpp"
 
 namespace dqntrader::train {
@@ -24,14 +24,63 @@ TrainingGuard::TrainingGuard(const ExecSpace& space, const nn::MemberVectors& la
                                                           layout.members);
 }
 
+namespace {
+// A guard pass's teams: kGuardThreads threads each (one on the host), each taking a tile of
+// kGuardTile values of one member, kGuardAhead values (kGuardThreads apart) at a time.
+#if defined(DQNTRADER_BACKEND_CUDA)
+constexpr std::size_t kGuardThreads = 256, kGuardRounds = 1;
+#else
+constexpr std::size_t kGuardThreads = 1, kGuardRounds = 256;
+#endif
+constexpr int kGuardAhead = 8;
+constexpr std::size_t kGuardTile = kGuardThreads * kGuardAhead * kGuardRounds;
+
+// Calls use(m, j, load(m, j)) for every value j < per of every member m < members, on space;
+// does not wait. A thread loads kGuardAhead values before it uses any, so that their loads
+// overlap (a value's use may store, which would keep the next value's load behind it).
+template <class Load, class Use>
+void for_each_member_value(const char* label, const ExecSpace& space, std::size_t members,
+                           std::size_t per, const Load& load, const Use& use) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  const std::size_t tiles = (per + kGuardTile - 1) / kGuardTile;
+  Kokkos::parallel_for(
+      label,
+      recordable(Policy(space, static_cast<int>(members * tiles), static_cast<int>(kGuardThreads))),
+      KOKKOS_LAMBDA(const Policy::member_type& team) {
+        const std::size_t league = static_cast<std::size_t>(team.league_rank());
+        const std::size_t m = league / tiles, first = league % tiles * kGuardTile;
+        const std::size_t end = first + kGuardTile < per ? first + kGuardTile : per;
+        for (std::size_t j0 = first + static_cast<std::size_t>(team.team_rank()); j0 < end;
+             j0 += kGuardThreads * kGuardAhead) {
+          decltype(load(m, j0)) values[kGuardAhead];
+          for (int a = 0; a < kGuardAhead; ++a) {
+            const std::size_t j = j0 + static_cast<std::size_t>(a) * kGuardThreads;
+            if (j < end)
+              values[a] = load(m, j);
+          }
+          for (int a = 0; a < kGuardAhead; ++a) {
+            const std::size_t j = j0 + static_cast<std::size_t>(a) * kGuardThreads;
+            if (j < end)
+              use(m, j, values[a]);
+          }
+        }
+      });
+}
+
+// A parameter's four values: the network's online and target, Adam's two moments.
+struct Held {
+  float online = 0.0f, target = 0.0f, first = 0.0f, second = 0.0f;
+};
+}  // namespace
+
 template <class T>
 void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
                           const gemm::StridedBatch<const float>& q,
                           const Kokkos::View<const LossSums*, DeviceMemory>& loss,
                           const Kokkos::View<const int*, DeviceMemory>& active) const {
   const std::size_t members = m_layout.members, n = m_layout.size, stride = m_layout.stride;
-  const std::size_t q_rows = q.extent(1), q_cols = q.extent(2);
-  const std::size_t per = 2 * n + q_rows * q_cols;  // values checked per member
+  const std::size_t q_cols = q.extent(2);
+  const std::size_t per = 2 * n + q.extent(1) * q_cols;  // values checked per member
   if (q.extent(0) != members || loss.extent(0) < members)
     throw InputError("TrainingGuard::check: the Q-values or loss sums are not one per member");
   const double limit = m_limit;
@@ -41,13 +90,16 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
   // value out of bounds sets its member's to 1, the only value any thread writes, so the
   // result does not depend on the order (no reduction, no sums across teams: one short pass).
   const auto violation = m_violation;
-  for_each_index(
-      "dqntrader::train::guard_check", space, members * per, KOKKOS_LAMBDA(const std::size_t i) {
-        const std::size_t m = i / per, j = i % per, at = m * stride;
-        const double x = j < n ? online(at + j)
-                               : (j < 2 * n ? target(at + j - n)
-                                            : q(m, (j - 2 * n) / q_cols, (j - 2 * n) % q_cols));
-        if (!(compat::kmath::fabs(x) <= limit))  // NaN fails the comparison
+  for_each_member_value(
+      "dqntrader::train::guard_check", space, members, per,
+      KOKKOS_LAMBDA(const std::size_t m, const std::size_t j) {
+        const std::size_t at = m * stride;
+        return j < n ? online(at + j)
+                     : (j < 2 * n ? target(at + j - n)
+                                  : q(m, (j - 2 * n) / q_cols, (j - 2 * n) % q_cols));
+      },
+      KOKKOS_LAMBDA(const std::size_t m, const std::size_t, const float x) {
+        if (!(compat::kmath::fabs(static_cast<double>(x)) <= limit))  // NaN fails it
           Kokkos::atomic_fetch_max(&violation(m), 1);
       });
   const auto snap_online = m_online, snap_target = m_target, snap_first = m_first,
@@ -56,27 +108,39 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
   const std::size_t extent = m_layout.extent();
   const bool online_working = s.online_working.extent(0) >= extent,
              target_working = s.target_working.extent(0) >= extent;
-  Kokkos::parallel_for(
-      "dqntrader::train::guard_restore_or_snapshot",
-      Kokkos::RangePolicy<ExecSpace>(space, 0, members * n), KOKKOS_LAMBDA(const std::size_t i) {
-        const std::size_t m = i / n, at = m * stride + i % n;
+  // A member found bad gets its snapshot back, a good one's state becomes the snapshot; a
+  // stopped member is left as it is.
+  auto bad = KOKKOS_LAMBDA(const std::size_t m) {
+    return violation(m) != 0 || !(loss(m).finite > 0.0);
+  };
+  for_each_member_value(
+      "dqntrader::train::guard_restore_or_snapshot", space, members, n,
+      KOKKOS_LAMBDA(const std::size_t m, const std::size_t j) {
+        const std::size_t at = m * stride + j;
+        if (!all_active && active(m) == 0)
+          return Held{};
+        if (bad(m))
+          return Held{snap_online(at), snap_target(at), snap_first(at), snap_second(at)};
+        return Held{s.online(at), s.target(at), s.first_moment(at), s.second_moment(at)};
+      },
+      KOKKOS_LAMBDA(const std::size_t m, const std::size_t j, const Held& h) {
+        const std::size_t at = m * stride + j;
         if (!all_active && active(m) == 0)
           return;
-        const bool bad = violation(m) != 0 || !(loss(m).finite > 0.0);
-        if (bad) {
-          s.online(at) = snap_online(at);
-          s.target(at) = snap_target(at);
-          s.first_moment(at) = snap_first(at);
-          s.second_moment(at) = snap_second(at);
+        if (bad(m)) {
+          s.online(at) = h.online;
+          s.target(at) = h.target;
+          s.first_moment(at) = h.first;
+          s.second_moment(at) = h.second;
           if (online_working)
-            store(s.online_working(at), snap_online(at));
+            store(s.online_working(at), h.online);
           if (target_working)
-            store(s.target_working(at), snap_target(at));
+            store(s.target_working(at), h.target);
         } else {
-          snap_online(at) = s.online(at);
-          snap_target(at) = s.target(at);
-          snap_first(at) = s.first_moment(at);
-          snap_second(at) = s.second_moment(at);
+          snap_online(at) = h.online;
+          snap_target(at) = h.target;
+          snap_first(at) = h.first;
+          snap_second(at) = h.second;
         }
       });
   const auto counters = m_counters;
