@@ -15,9 +15,11 @@
 // vaccine and probe work, amortised) and, graphed, the kernels a recorded step holds; for
 // populations also agent-steps per second (members x steps / training seconds), the device
 // memory the population takes (free memory before construction less after the first epoch;
-// a member's share is the slope over K) and the rate of the step's products (the FLOPs the products
-// execute: both networks of every member over the batches' s and s' and the environments' states
-// forward, the online network's weight and input gradients over the batch backward).
+// a member's share is the slope over K) and the rate of the step's products (the FLOPs the
+// products need: every member's online network over the batches' s and s' and the
+// environments' states and its target over s' forward, the online network's weight and input
+// gradients over the batch backward; on CUDA one member's target runs over all the rows, more
+// than it needs, which is not counted).
 #include <benchmark/benchmark.h>
 #include <Kokkos_Core.hpp>
 
@@ -105,7 +107,7 @@ struct PopulationWorkload {
   std::size_t steps, validation_bars, training_bars;
 };
 
-// FLOPs the products of one agent-step execute (see the header).
+// FLOPs the products of one agent-step need (see the header).
 double step_flops(const train::TrainConfig& c, std::size_t inputs) {
   std::vector<double> widths{static_cast<double>(inputs)};
   for (std::size_t h : c.hidden)
@@ -118,7 +120,7 @@ double step_flops(const train::TrainConfig& c, std::size_t inputs) {
       input_gradients += widths[l] * widths[l + 1];
   }
   const double b = static_cast<double>(c.batch_size), e = static_cast<double>(c.environments);
-  return 2 * (2 * (2 * b + e) * forward + b * (forward + input_gradients));
+  return 2 * ((2 * b + e) * forward + b * forward + b * (forward + input_gradients));
 }
 
 void run_population(benchmark::State& state, const PopulationWorkload& w, std::size_t k) {
