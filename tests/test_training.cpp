@@ -459,7 +459,7 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
   MatrixBatch<float> q("test::q", 1, 5, 3), dq("test::dq", 1, 2, 3);
   Kokkos::View<float*, DeviceMemory> head_bias("test::head_bias", 3);
   const nn::OutputGradient<float> gradient{dq, head_bias.data(), 0, false};
-  const Kokkos::View<const double*, DeviceMemory> delta = upload(std::vector<double>{1.0});
+  const auto delta = device_settings({MemberSettings{}});  // Huber threshold 1
   replay::Batch batch(space, 2);
   auto set = [](const auto& view, std::initializer_list<double> values) {
     auto host = Kokkos::create_mirror_view(view);
@@ -539,7 +539,9 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   const std::size_t width = dueling ? actions + 1 : actions;
   // The copies' parameters apart, by a multiple of a pack.
   const std::size_t stride = (hidden * width + width + 5 + kPack - 1) / kPack * kPack;
-  const double delta = 0.5;
+  MemberSettings member;
+  member.huber_delta = 0.5;
+  const double delta = member.huber_delta;
   const std::vector<float> h = testing::random_values(rng, 2 * rows * hidden);
   std::vector<float> parameters = testing::random_values(rng, 2 * stride);
   const auto hidden_view = upload(h), parameter_view = upload(parameters);
@@ -576,8 +578,7 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   Kokkos::View<train::LossTotals*, DeviceMemory> totals("test::totals", 1);
   const train::TdLoss td(space, 1, b, further, width);
   const nn::OutputGradient<float> gradient{g, head_bias.data(), 0, dueling};
-  td.add(space,
-         td.compute(space, head, rows, q, batch, upload(std::vector<double>{delta}), gradient),
+  td.add(space, td.compute(space, head, rows, q, batch, device_settings({member}), gradient),
          gradient, sums, totals);
 
   // Q of copy c on row r, in double.

@@ -33,50 +33,42 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// For each active member with tau > 0: target = tau * online + (1 - tau) * target, and its
-// working copy. Member m's vectors of n values at m * stride.
+// The target networks' updates that are due, each with its working copy, member m's vectors
+// of n values at m * stride: with soft, every active member with tau > 0 gets target = tau *
+// online + (1 - tau) * target; without, every active member with hard updates whose period
+// divides learning_steps gets target = online.
 template <class T>
-void soft_update(const ExecSpace& space, const Kokkos::View<const MemberSettings*, DeviceMemory>& m,
-                 const Kokkos::View<const int*, DeviceMemory>& active,
-                 const Kokkos::View<const float*, DeviceMemory>& online,
-                 const Kokkos::View<float*, DeviceMemory>& target,
-                 const Kokkos::View<T*, DeviceMemory>& working, std::size_t working_target,
-                 std::size_t n, std::size_t stride) {
+void update_targets(const ExecSpace& space,
+                    const Kokkos::View<const MemberSettings*, DeviceMemory>& m,
+                    const Kokkos::View<const int*, DeviceMemory>& active,
+                    const Kokkos::View<const float*, DeviceMemory>& online,
+                    const Kokkos::View<float*, DeviceMemory>& target,
+                    const Kokkos::View<T*, DeviceMemory>& working, std::size_t working_target,
+                    std::size_t n, std::size_t stride, bool soft, std::int64_t learning_steps) {
   const bool write_working = working.extent(0) > 0;
   Kokkos::parallel_for(
-      "dqntrader::train::soft_update", Kokkos::RangePolicy<ExecSpace>(space, 0, m.extent(0) * n),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const std::size_t k = i / n, at = k * stride + i % n;
-        const float tau = static_cast<float>(m(k).tau);
-        if (!(tau > 0.0f) || active(k) == 0)
-          return;
-        const float v = tau * online(at) + (1.0f - tau) * target(at);
-        target(at) = v;
-        if (write_working)
-          store(working(working_target + at), v);
-      });
-}
-
-// For each active member with hard target updates whose period divides learning_steps:
-// target = online, and its working copy.
-template <class T>
-void hard_update(const ExecSpace& space, const Kokkos::View<const MemberSettings*, DeviceMemory>& m,
-                 const Kokkos::View<const int*, DeviceMemory>& active,
-                 const Kokkos::View<const float*, DeviceMemory>& online,
-                 const Kokkos::View<float*, DeviceMemory>& target,
-                 const Kokkos::View<T*, DeviceMemory>& working, std::size_t working_target,
-                 std::size_t n, std::size_t stride, std::int64_t learning_steps) {
-  const bool write_working = working.extent(0) > 0;
-  Kokkos::parallel_for(
-      "dqntrader::train::hard_update", Kokkos::RangePolicy<ExecSpace>(space, 0, m.extent(0) * n),
+      soft ? "dqntrader::train::soft_update" : "dqntrader::train::hard_update",
+      Kokkos::RangePolicy<ExecSpace>(space, 0, m.extent(0) * n),
       KOKKOS_LAMBDA(const std::size_t i) {
         const std::size_t k = i / n, at = k * stride + i % n;
         const MemberSettings s = m(k);
-        if (s.tau > 0.0 || active(k) == 0 || learning_steps % s.target_update != 0)
+        if (active(k) == 0)
           return;
-        target(at) = online(at);
-        if (write_working)
-          working(working_target + at) = working(at);
+        if (soft) {
+          const float tau = static_cast<float>(s.tau);
+          if (!(tau > 0.0f))
+            return;
+          const float v = tau * online(at) + (1.0f - tau) * target(at);
+          target(at) = v;
+          if (write_working)
+            store(working(working_target + at), v);
+        } else {
+          if (s.tau > 0.0 || learning_steps % s.target_update != 0)
+            return;
+          target(at) = online(at);
+          if (write_working)
+            working(working_target + at) = working(at);
+        }
       });
 }
 
@@ -195,19 +187,14 @@ class EngineImpl final : public DqnTrainer::Engine {
     std::vector<MemberSettings> settings;
     std::vector<nn::AdamSettings> adam;
     std::vector<std::uint64_t> seeds;
-    int most_n_step = 1;
     for (const TrainConfig& m : members) {
       settings.push_back(member_settings(m, c));
       adam.push_back(adam_settings(m));
       seeds.push_back(m.seed);
-      most_n_step = std::max(most_n_step, m.n_step);
     }
+    const int most_n_step = largest_n_step(members);
     m_settings_host = settings;
     m_settings = upload(space, settings, "dqntrader::train::member_settings");
-    std::vector<double> huber;
-    for (const MemberSettings& m : settings)
-      huber.push_back(m.huber_delta);
-    m_huber = upload(space, huber, "dqntrader::train::huber_delta");
     active.assign(k, 1);
     m_active = upload(space, active, "dqntrader::train::active");
     m_poisoned = Kokkos::View<int*, DeviceMemory>(
@@ -527,10 +514,10 @@ class EngineImpl final : public DqnTrainer::Engine {
     if (!hard_update_due(learning))
       return;
     const std::size_t p = m_size;
-    hard_update(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
-                Kokkos::View<const int*, DeviceMemory>(m_active),
-                Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
-                count() * m_stride, p, m_stride, learning);
+    update_targets(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
+                   Kokkos::View<const int*, DeviceMemory>(m_active),
+                   Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
+                   count() * m_stride, p, m_stride, false, learning);
   }
 
   // Takes up to `left` steps and returns how many: one recorded cycle of graph_steps steps
@@ -653,7 +640,7 @@ class EngineImpl final : public DqnTrainer::Engine {
         write_nan(m_space, m_batch.return_n.data() + m * b, 1);
     }
     return m_td->compute(m_space, head, 2 * b + c.environments, m_q_online, m_batch,
-                         Kokkos::View<const double*, DeviceMemory>(m_huber),
+                         Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
                          m_net->output_gradient(b, gradients()));
   }
 
@@ -689,10 +676,10 @@ class EngineImpl final : public DqnTrainer::Engine {
     }
     if (std::any_of(m_settings_host.begin(), m_settings_host.end(),
                     [](const MemberSettings& s) { return s.tau > 0.0; })) {
-      soft_update(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
-                  Kokkos::View<const int*, DeviceMemory>(m_active),
-                  Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
-                  count() * m_stride, p, m_stride);
+      update_targets(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
+                     Kokkos::View<const int*, DeviceMemory>(m_active),
+                     Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
+                     count() * m_stride, p, m_stride, true, m_learning_steps);
     }
     if (!m_recording)
       hard_updates(m_learning_steps);
@@ -725,7 +712,6 @@ class EngineImpl final : public DqnTrainer::Engine {
   Matrix<T> m_features;
   std::vector<MemberSettings> m_settings_host;
   Kokkos::View<MemberSettings*, DeviceMemory> m_settings;
-  Kokkos::View<double*, DeviceMemory> m_huber;  // each member's Huber threshold
   Kokkos::View<int*, DeviceMemory> m_active;    // members that still step
   Kokkos::View<int*, DeviceMemory> m_poisoned;  // members whose rewards are NaN (a test fault)
   std::vector<std::string> m_faults;            // per member: the fault of its next step
@@ -796,10 +782,8 @@ DqnTrainer::DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& m
   features.volatility_window = config.volatility_window;
   features.ofi_window = config.ofi_window;
   const data::FeatureSpec spec = data::resolve_features(features, bars);
-  int most_n_step = 1;
-  for (const TrainConfig& c : members)
-    most_n_step = std::max(most_n_step, c.n_step);
-  data::check_features_available(spec, bars, 3 * static_cast<std::size_t>(most_n_step) + 8);
+  data::check_features_available(spec, bars,
+                                 3 * static_cast<std::size_t>(largest_n_step(members)) + 8);
   if (validation != nullptr)
     data::check_features_available(spec, *validation, 2 * config.val_windows + 1);
   if (config.precision == Precision::bf16) {

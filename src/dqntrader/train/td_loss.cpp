@@ -72,7 +72,7 @@ struct TdLossKernel {
   std::size_t batch_size, rows;
   gemm::StridedBatch<float> q;
   replay::Batch batch;
-  Kokkos::View<const double*, DeviceMemory> huber_delta;
+  Kokkos::View<const MemberSettings*, DeviceMemory> settings;
   nn::OutputGradient<T> gradient;
   Kokkos::View<double*, DeviceMemory> partials;  // [member][sum][team]
   int teams;                                     // per member
@@ -89,7 +89,7 @@ struct TdLossKernel {
     const std::size_t b = batch_size, first = static_cast<std::size_t>(team) * kSamples;
     const std::size_t entry = m * b;  // the member's first batch entry
     const std::size_t members = gradient.learners();
-    const double delta = huber_delta(m);
+    const double delta = settings(m).huber_delta;
     const int actions = static_cast<int>(head.actions());
     // Unit u: evaluation u / kSamples (3: a further row) of sample or row u % kSamples.
     auto unit_row = [&](int u, std::size_t& copy, std::size_t& row) {
@@ -238,7 +238,7 @@ template <class T>
 TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>& head,
                                  std::size_t rows, const gemm::StridedBatch<float>& q,
                                  const replay::Batch& batch,
-                                 const Kokkos::View<const double*, DeviceMemory>& huber_delta,
+                                 const Kokkos::View<const MemberSettings*, DeviceMemory>& settings,
                                  const nn::OutputGradient<T>& gradient) const {
   const std::size_t members = gradient.learners();
   const std::size_t b = members > 0 ? batch.size() / members : 0;
@@ -247,7 +247,7 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
       head.hidden.extent(0) < 2 * members || head.hidden.extent(1) < rows ||
       q.extent(0) != members || q.extent(1) < rows || q.extent(2) != head.actions() ||
       gradient.rows() != b || gradient.actions() != head.actions() ||
-      huber_delta.extent(0) < members) {
+      settings.extent(0) < members) {
     throw InputError("td_loss: " + std::to_string(members) + " members' batches of " +
                      std::to_string(b) + " samples over " + std::to_string(rows) +
                      " rows do not fit the buffers");
@@ -261,7 +261,7 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
                                                  TeamScratch<double>::shmem_size(sum_doubles(W))));
       Kokkos::parallel_for("dqntrader::train::td_loss", recordable(policy),
                            TdLossKernel<W, decltype(whole)::value, T>{
-                               head, b, rows, q, batch, huber_delta, gradient, m_partials, teams});
+                               head, b, rows, q, batch, settings, gradient, m_partials, teams});
     });
   });
   return Partials{m_partials, teams, head.width};
@@ -290,12 +290,12 @@ void TdLoss::add(const ExecSpace& space, const Partials& partials,
 template TdLoss::Partials TdLoss::compute(const ExecSpace&, const nn::HeadInputs<float>&,
                                           std::size_t, const gemm::StridedBatch<float>&,
                                           const replay::Batch&,
-                                          const Kokkos::View<const double*, DeviceMemory>&,
+                                          const Kokkos::View<const MemberSettings*, DeviceMemory>&,
                                           const nn::OutputGradient<float>&) const;
 template TdLoss::Partials TdLoss::compute(const ExecSpace&, const nn::HeadInputs<bf16>&,
                                           std::size_t, const gemm::StridedBatch<float>&,
                                           const replay::Batch&,
-                                          const Kokkos::View<const double*, DeviceMemory>&,
+                                          const Kokkos::View<const MemberSettings*, DeviceMemory>&,
                                           const nn::OutputGradient<bf16>&) const;
 template void TdLoss::add(const ExecSpace&, const Partials&, const nn::OutputGradient<float>&,
                           const Kokkos::View<LossSums*, DeviceMemory>&,

@@ -15,6 +15,7 @@
 // network is head copy m, its target copy M + m), each with its own Huber threshold.
 #pragma once
 
+#include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
@@ -55,12 +56,12 @@ class TdLoss {
   /// [m B, (m + 1) B) of batch, B = batch.size() / M. Writes Q_online of every one of the rows
   /// into q (member, row, action; the guard and the environments read it), dL/dQ_online(s)
   /// (B rows) through gradient.write_row, and the batch's sums team by team, which it returns
-  /// for add(); huber_delta(m) is member m's threshold. One kernel, whose teams never wait for
-  /// each other.
+  /// for add(); settings(m).huber_delta is member m's threshold. One kernel, whose teams never
+  /// wait for each other.
   template <class T>
   Partials compute(const ExecSpace& space, const nn::HeadInputs<T>& head, std::size_t rows,
                    const gemm::StridedBatch<float>& q, const replay::Batch& batch,
-                   const Kokkos::View<const double*, DeviceMemory>& huber_delta,
+                   const Kokkos::View<const MemberSettings*, DeviceMemory>& settings,
                    const nn::OutputGradient<T>& gradient) const;
 
   /// Adds the sums of compute() (on space, ordered after it; before the next compute()): each

@@ -397,9 +397,7 @@ void check_population(const std::vector<TrainConfig>& members) {
   }
   shared_interval(members, "vaccine-interval", &TrainConfig::vaccine_interval);
   shared_interval(members, "probe-interval", &TrainConfig::probe_interval);
-  int most = 1;
-  for (const TrainConfig& c : members)
-    most = std::max(most, c.n_step);
+  const int most = largest_n_step(members);
   for (const TrainConfig& c : members) {
     if (c.n_step != most &&
         first.learning_starts <= static_cast<std::size_t>(most - 1) * first.environments) {
@@ -409,6 +407,13 @@ void check_population(const std::vector<TrainConfig>& members) {
                        " environments; members with different n-steps start learning together");
     }
   }
+}
+
+int largest_n_step(const std::vector<TrainConfig>& members) {
+  int most = 1;
+  for (const TrainConfig& c : members)
+    most = std::max(most, c.n_step);
+  return most;
 }
 
 TrainConfig population_config(const std::vector<TrainConfig>& members) {

@@ -127,6 +127,10 @@ std::string setting_scope(const std::string& name);
 /// that learning-starts would not cover the longest (learning starts together).
 void check_population(const std::vector<TrainConfig>& members);
 
+/// The longest n-step of the members (at least 1): what the replay's windows and the bars
+/// before the first sampleable one are sized by.
+int largest_n_step(const std::vector<TrainConfig>& members);
+
 /// The population's loop: members[0]'s settings with the vaccine and probe intervals the
 /// members use (the nonzero one, or 0 when every member has it off).
 TrainConfig population_config(const std::vector<TrainConfig>& members);
