@@ -252,6 +252,44 @@ TEST_F(Sweep, AKilledSweepResumesBitwise) {
 }
 
 // Bad specifications exit 2, name the argument, and leave no sweep behind.
+// On a terminal (script(1) gives the command one) the sweep's bar and train's epoch line are
+// one status line, rewritten in place and cleared before each line of output; written to a
+// file, the same commands write no control characters.
+TEST_F(Sweep, ShowsItsProgressOnATerminalOnly) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no script(1) here to run the commands on a terminal";
+  const std::string cli = DQNTRADER_CLI_PATH;
+  auto on_terminal = [&](const std::string& arguments) {
+    const std::string seen = path("terminal.txt");
+    const std::string command =
+        "script -qec '" + cli + " " + arguments + "' /dev/null >" + seen + " 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    return slurp(seen);
+  };
+  const std::string base =
+      " --epochs 2 --steps-per-epoch 40 --learning-starts 256 "
+      "--environments 16 --batch-size 32 --replay-capacity 4096 "
+      "--probe-batch 32 ";
+  const std::string sweep =
+      "sweep --data " + path("bars.dqnbars") + base + "--seeds 1-2 --population 1 --out ";
+  const std::string shown = on_terminal(sweep + path("terminal-sweep"));
+  EXPECT_NE(shown.find("\r\033[K[###############...............] 50%  population 1/2, epoch 2/2"),
+            std::string::npos)
+      << shown;
+  EXPECT_NE(shown.find("epoch 2/2\r\033[Kpopulation 2 of 2 (1 members"), std::string::npos)
+      << shown;
+  const std::string train = on_terminal("train --data " + path("bars.dqnbars") + base + "--out " +
+                                        path("terminal-train"));
+  EXPECT_NE(train.find("\r\033[K[epoch 1/2] training and validating..."), std::string::npos)
+      << train;
+  EXPECT_NE(train.find("\r\033[K[epoch 2/2] training and validating...\r\033[K"), std::string::npos)
+      << train;
+  const Result redirected = run(sweep + path("file-sweep"));
+  ASSERT_EQ(redirected.code, 0) << redirected.err;
+  EXPECT_EQ(redirected.err.find('\033'), std::string::npos) << redirected.err;
+  EXPECT_EQ(redirected.err.find('\r'), std::string::npos) << redirected.err;
+}
+
 TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
   const std::string base = "sweep --data " + path("bars.dqnbars") + " --out " + path("bad") +
                            " --epochs 1 --steps-per-epoch 10 --learning-starts 128 ";

@@ -1,7 +1,5 @@
 #include "dqntrader/sweep/sweep_run.hpp"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +8,7 @@
 #include <sstream>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/status_line.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -93,7 +92,7 @@ std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResul
 }
 
 void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log) {
-  const bool terminal = ::isatty(STDERR_FILENO) != 0 && &log == &std::cerr;
+  StatusLine status(log);
   std::size_t members_done = 0;
   for (const PopulationPlan& q : plan.populations)
     members_done += q.finished ? q.members.size() : 0;
@@ -103,15 +102,17 @@ void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log) {
     const auto start = std::chrono::steady_clock::now();
     const std::size_t size = plan.populations[p].members.size();
     auto bar = [&](std::size_t epoch, std::size_t epochs) {
-      if (!terminal)
+      if (!status.shown())
         return;
       const double share = (static_cast<double>(members_done) +
                             static_cast<double>(size) * epoch / std::max<std::size_t>(epochs, 1)) /
                            static_cast<double>(plan.members.size());
       const int width = 30, filled = static_cast<int>(share * width);
-      log << "\r\033[K[" << std::string(filled, '#') << std::string(width - filled, '.') << "] "
-          << static_cast<int>(100 * share) << "%  population " << p + 1 << "/"
-          << plan.populations.size() << ", epoch " << epoch << "/" << epochs << std::flush;
+      std::ostringstream text;
+      text << "[" << std::string(filled, '#') << std::string(width - filled, '.') << "] "
+           << static_cast<int>(100 * share) << "%  population " << p + 1 << "/"
+           << plan.populations.size() << ", epoch " << epoch << "/" << epochs;
+      status.show(text.str());
     };
     bar(0, 1);
     const std::vector<MemberResult> results = run_planned_population(space, plan, p, bar);
@@ -119,8 +120,7 @@ void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string line = record(plan, p, results, seconds);
     members_done += size;
-    if (terminal)
-      log << "\r\033[K";
+    status.clear();
     log << line << "\n";
   }
   write_leaderboards(plan);

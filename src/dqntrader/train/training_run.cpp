@@ -17,6 +17,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
+#include "dqntrader/core/status_line.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
@@ -81,24 +82,6 @@ void append_line(const std::string& path, const std::string& line) {
   if (!ok || !closed)
     throw Error("cannot write '" + path + "': " + std::strerror(error));
 }
-
-class Progress {
- public:
-  Progress(std::ostream& log)
-      : m_log(log), m_terminal(::isatty(STDERR_FILENO) != 0 && &log == &std::cerr) {}
-  void update(std::size_t epoch, std::size_t epochs, const std::string& what) {
-    if (m_terminal)
-      m_log << "\r\033[K[epoch " << epoch << "/" << epochs << "] " << what << std::flush;
-  }
-  void clear() {
-    if (m_terminal)
-      m_log << "\r\033[K" << std::flush;
-  }
-
- private:
-  std::ostream& m_log;
-  bool m_terminal;
-};
 
 }  // namespace
 
@@ -511,7 +494,7 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   }
   log << "\n";
 
-  Progress progress(log);
+  StatusLine progress(log);
   for (std::size_t epoch = first_epoch; epoch <= population.epochs; ++epoch) {
     if (std::all_of(runs.begin(), runs.end(), [](const MemberRun& r) { return r.done; }))
       break;
@@ -519,7 +502,8 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
       if (!runs[m].done && epoch == runs[m].fault_epoch)
         trainer.inject_fault(m, runs[m].fault_kind);
     }
-    progress.update(epoch, population.epochs, "training and validating...");
+    progress.show("[epoch " + std::to_string(epoch) + "/" + std::to_string(population.epochs) +
+                  "] training and validating...");
     const std::vector<EpochReport> reports = trainer.run_epoch();
     progress.clear();
     for (std::size_t m = 0; m < k; ++m) {
