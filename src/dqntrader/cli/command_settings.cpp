@@ -8,6 +8,30 @@
 
 namespace dqntrader::cli {
 
+void SettingFlags::add(CLI::App* c, train::TrainConfig defaults,
+                       const std::function<std::string(const train::Setting&)>& help) {
+  const std::vector<train::Setting> all = train::settings(defaults);
+  m_values.assign(all.size(), std::string());  // before any is bound: their addresses stay
+  m_options.clear();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const train::Setting& s = all[i];
+    CLI::Option* option = c->add_option("--" + s.name, m_values[i], help(s));
+    option->default_str(s.get());
+    if (s.is_flag)
+      option->expected(0, 1)->default_str(s.get());
+    m_options.push_back(option);
+  }
+}
+
+void SettingFlags::apply(train::TrainConfig& config) const {
+  std::vector<train::Setting> bound = train::settings(config);
+  for (std::size_t i = 0; i < m_options.size(); ++i) {
+    if (m_options[i]->count() == 0)
+      continue;
+    bound[i].set(bound[i].is_flag && m_values[i].empty() ? "true" : m_values[i]);
+  }
+}
+
 Command add_settings(CLI::App& app) {
   auto metrics = std::make_shared<bool>(false);
   Command command;

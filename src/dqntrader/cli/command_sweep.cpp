@@ -69,8 +69,7 @@ Command add_sweep(CLI::App& app) {
     std::vector<std::string> sets;
     std::size_t random = 0, population = 0;
     std::uint64_t random_seed = 1;
-    std::vector<std::pair<CLI::Option*, train::Setting>> flags;
-    std::vector<std::string> values;
+    SettingFlags flags;
   };
   auto options = std::make_shared<Options>();
   Command command;
@@ -104,24 +103,15 @@ Command add_sweep(CLI::App& app) {
                 "finished are not run again, one that was interrupted continues from its "
                 "newest checkpoint");
   options->config.out = "runs/sweep";
-  const std::vector<train::Setting> all = train::settings(options->config);
-  options->values.resize(all.size());
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const train::Setting& s = all[i];
+  options->flags.add(c, options->config, [](const train::Setting& s) {
     const std::string scope = train::setting_scope(s.name);
     const std::string varies = s.name == "seed"        ? " [--seeds gives each member's]"
                                : scope == "member"     ? " [--set may vary it per member]"
                                : scope == "population" ? " [--set may list values: a population "
                                                          "of each]"
                                                        : " [every member shares it]";
-    CLI::Option* option =
-        c->add_option("--" + s.name, options->values[i],
-                      (s.name == "out" ? std::string("the sweep's directory") : s.help) + varies);
-    option->default_str(s.get());
-    if (s.is_flag)
-      option->expected(0, 1)->default_str(s.get());
-    options->flags.push_back({option, s});
-  }
+    return (s.name == "out" ? std::string("the sweep's directory") : s.help) + varies;
+  });
   command.run = [options, c](const ExecSpace& space) {
     sweep::SweepPlan plan;
     if (!options->resume.empty()) {
@@ -139,13 +129,7 @@ Command add_sweep(CLI::App& app) {
         space = sweep::read_space(options->space_file);
         train::apply_settings(base, space.base, options->space_file + " (base)");
       }
-      std::vector<train::Setting> bound = train::settings(base);
-      for (std::size_t i = 0; i < options->flags.size(); ++i) {
-        if (options->flags[i].first->count() == 0)
-          continue;
-        const std::string& value = options->values[i];
-        bound[i].set(bound[i].is_flag && value.empty() ? "true" : value);
-      }
+      options->flags.apply(base);
       for (const std::string& text : options->sets)
         space.axes.push_back(sweep::parse_axis(text));
       if (!options->seeds.empty())

@@ -14,8 +14,7 @@ Command add_train(CLI::App& app) {
     train::TrainConfig config;
     std::string config_file, resume;
     bool force = false;
-    std::vector<std::pair<CLI::Option*, train::Setting>> flags;
-    std::vector<std::string> values;
+    SettingFlags flags;
   };
   auto options = std::make_shared<Options>();
   Command command;
@@ -35,16 +34,7 @@ Command add_train(CLI::App& app) {
       "--force", options->force,
       "with --resume: continue even when settings or data differ from the checkpoint's (says what "
       "differs)");
-  const std::vector<train::Setting> all = train::settings(options->config);
-  options->values.resize(all.size());
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const train::Setting& s = all[i];
-    CLI::Option* option = c->add_option("--" + s.name, options->values[i], s.help);
-    option->default_str(s.get());
-    if (s.is_flag)
-      option->expected(0, 1)->default_str(s.get());
-    options->flags.push_back({option, s});
-  }
+  options->flags.add(c, options->config, [](const train::Setting& s) { return s.help; });
   command.run = [options](const ExecSpace& space) {
     if (!options->resume.empty()) {
       if (!options->config_file.empty()) {
@@ -55,13 +45,7 @@ Command add_train(CLI::App& app) {
     }
     if (!options->config_file.empty())
       train::apply_settings_json(options->config, options->config_file);
-    std::vector<train::Setting> bound = train::settings(options->config);
-    for (std::size_t i = 0; i < options->flags.size(); ++i) {
-      if (options->flags[i].first->count() == 0)
-        continue;
-      const std::string& value = options->values[i];
-      bound[i].set(bound[i].is_flag && value.empty() ? "true" : value);
-    }
+    options->flags.apply(options->config);
     if (!options->resume.empty() && options->config.out != options->resume) {
       throw InputError("--resume continues in the run's own directory; drop --out");
     }
