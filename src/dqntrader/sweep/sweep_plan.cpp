@@ -22,13 +22,10 @@ std::string numbered(const char* prefix, std::size_t id, int digits) {
   return text;
 }
 
-// Every setting of config that is not a member's own: members alike in these can share a
-// population.
-std::string population_key(train::TrainConfig config) {
-  nlohmann::json j = nlohmann::json::parse(train::settings_json(config));
-  for (const std::string& name : train::member_setting_names())
-    j.erase(name);
-  return j.dump();
+// The settings of config that a population shares, as one text: members alike in it can
+// share a population.
+std::string population_key(const train::TrainConfig& config) {
+  return nlohmann::json(train::population_settings(config)).dump();
 }
 
 }  // namespace

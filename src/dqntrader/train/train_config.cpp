@@ -368,24 +368,31 @@ std::size_t shared_interval(const std::vector<TrainConfig>& members, const char*
 }
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> population_settings(TrainConfig config) {
+  const std::vector<std::string>& own = member_setting_names();
+  std::vector<std::pair<std::string, std::string>> shared;
+  for (const Setting& s : settings(config)) {
+    if (std::find(own.begin(), own.end(), s.name) == own.end())
+      shared.push_back({s.name, s.get()});
+  }
+  return shared;
+}
+
 void check_population(const std::vector<TrainConfig>& members) {
   if (members.empty())
     throw InputError("a population needs at least one member");
-  const std::vector<std::string>& own = member_setting_names();
-  TrainConfig first = members.front();
-  const std::vector<Setting> reference = settings(first);
+  const TrainConfig& first = members.front();
+  const auto reference = population_settings(first);
   for (std::size_t m = 1; m < members.size(); ++m) {
-    TrainConfig other = members[m];
-    const std::vector<Setting> theirs = settings(other);
+    const TrainConfig& other = members[m];
+    const auto theirs = population_settings(other);
     for (std::size_t i = 0; i < reference.size(); ++i) {
-      if (std::find(own.begin(), own.end(), reference[i].name) != own.end())
-        continue;
-      if (reference[i].get() != theirs[i].get()) {
-        throw InputError("setting " + reference[i].name +
+      if (reference[i].second != theirs[i].second) {
+        throw InputError("setting " + reference[i].first +
                          " fixes a population's shapes or loop and cannot differ between its "
                          "members: member 0 has " +
-                         reference[i].get() + ", member " + std::to_string(m) + " " +
-                         theirs[i].get());
+                         reference[i].second + ", member " + std::to_string(m) + " " +
+                         theirs[i].second);
       }
     }
     if (first.data.empty() && other.seed != first.seed) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dqntrader/core/member_settings.hpp"
@@ -120,6 +121,11 @@ const std::vector<std::string>& sweep_setting_names();
 /// What may vary between runs trained together: "member" (within a population), "population"
 /// (between the populations of a sweep) or "sweep" (nothing: shared by every member).
 std::string setting_scope(const std::string& name);
+
+/// The settings of config that the members of one population share (every setting but a
+/// member's own: member_setting_names()), each as its name and its value's text, in the order
+/// of settings(): members alike in these may train as one population.
+std::vector<std::pair<std::string, std::string>> population_settings(TrainConfig config);
 
 /// InputError naming the setting and the members when members cannot train as one
 /// population: a shared setting that differs, a vaccine or probe interval other than 0 and the
