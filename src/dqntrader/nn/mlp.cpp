@@ -302,6 +302,13 @@ struct ColumnSums {
   std::size_t stride = 0;
   MatrixBatch<float> partials;                 // [learner][chunk][sum * cols + column]
   Kokkos::View<int**, DeviceMemory> arrivals;  // [learner][column tile]
+
+  // Where learner k's sum s (of sums) of column j goes.
+  KOKKOS_INLINE_FUNCTION float& at(std::size_t k, int s, int sums, std::size_t j) const {
+    return s == 0 ? bias[k * stride + j]
+                  : weight[k * stride + j * static_cast<std::size_t>(sums - 1) +
+                           static_cast<std::size_t>(s - 1)];
+  }
 };
 
 template <class Rows>
@@ -357,7 +364,6 @@ struct ColumnPass {
     // they go).
     const std::size_t cols = t.tile_cols(), first_col = tile * cols;
     for (int s = 0; s < S; ++s) {
-      float* const grads = (s == 0 ? out.bias : out.weight) + k * out.stride;
       for (std::size_t col = rank; col < cols; col += team) {
         const std::size_t j = first_col + col;
         if (j >= t.cols)
@@ -369,7 +375,7 @@ struct ColumnPass {
         for (std::size_t w = 0; w < warps; ++w)
           total += shared(at + w * t.tile_packs);
         if (t.chunks == 1)
-          grads[s == 0 ? j : j * (S - 1) + (s - 1)] = total;
+          out.at(k, s, S, j) = total;
         else
           out.partials(k, chunk, s * t.cols + j) = total;
       }
@@ -378,7 +384,6 @@ struct ColumnPass {
         !last_to_arrive(member, &out.arrivals(k, tile), static_cast<int>(t.chunks)))
       return;
     for (int s = 0; s < S; ++s) {
-      float* const grads = (s == 0 ? out.bias : out.weight) + k * out.stride;
       for (std::size_t col = rank; col < cols; col += team) {
         const std::size_t j = first_col + col;
         if (j >= t.cols)
@@ -387,7 +392,7 @@ struct ColumnPass {
         float total = 0.0f;
         for (std::size_t q = 0; q < t.chunks; ++q)
           total += column[q * out.partials.stride(1)];
-        grads[s == 0 ? j : j * (S - 1) + (s - 1)] = total;
+        out.at(k, s, S, j) = total;
       }
     }
   }
