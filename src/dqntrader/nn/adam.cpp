@@ -28,11 +28,18 @@ using Policy = Kokkos::TeamPolicy<ExecSpace>;
 using Member = Policy::member_type;
 using Scratch = TeamScratch<double>;
 
-// Blocks of the gradient whose squared sums the norm adds: a fixed count, so that the sum
-// is taken in the same order at every thread count; about one a multiprocessor, so that few
-// teams meet at the counter and the last one adds few sums. A thread loads kNormAhead values
-// of its block before it adds any, so that their loads overlap.
-constexpr int kNormBlocks = 128, kNormAhead = 8;
+// Blocks of kNormValues values of a member's gradient, whose squared sums the norm adds: their
+// count follows from the member's size alone, so that the sum is taken in the same order at
+// every thread count and in a population of any size. On CUDA a block is one load of
+// kNormAhead values for each of a team's 256 threads (loaded before any is added, so that
+// they overlap): a small network's gradient takes few teams (each with its fence and atomic),
+// not mostly idle ones, and the last team adds few sums.
+constexpr int kNormAhead = 16;
+constexpr std::size_t kNormValues = 4096;
+
+std::size_t norm_blocks(std::size_t size) {
+  return size > kNormValues ? (size + kNormValues - 1) / kNormValues : 1;
+}
 
 // The update's teams: kUpdateThreads threads each (one on the host), each thread taking
 // kAhead parameters at a time, kTileRounds times.
@@ -58,13 +65,13 @@ Adam::Adam(const ExecSpace& space, const MemberVectors& layout,
   m_v = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::nn::adam_v"), extent);
   m_counters = Kokkos::View<AdamCounters*, DeviceMemory>(alloc("dqntrader::nn::adam_counters"), k);
   m_norm_blocks = Kokkos::View<double**, Kokkos::LayoutRight, DeviceMemory>(
-      alloc("dqntrader::nn::adam_norm_blocks"), k, kNormBlocks);
+      alloc("dqntrader::nn::adam_norm_blocks"), k, norm_blocks(layout.size));
   m_arrivals = Kokkos::View<int*, DeviceMemory>(alloc("dqntrader::nn::adam_arrivals"), k);
   m_factors = Kokkos::View<AdamStepFactors*, DeviceMemory>(alloc("dqntrader::nn::adam_factors"), k);
   Kokkos::deep_copy(space, m_counters, AdamCounters{0, 0, 0, 0, 1.0, 1.0});
 }
 
-// Two kernels. The first takes the squared sums of kNormBlocks blocks of each member's
+// Two kernels. The first takes the squared sums of the blocks of each member's
 // gradient, one team each; the team that arrives last among a member's adds them (its threads
 // in a fixed pattern, then the tree), advances the member's counters (a non-finite norm skips
 // its step) and works out the factors every parameter's update shares (clipping, rate, bias
@@ -80,7 +87,7 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
       (members > 1 && grad_stride < n) || (active.extent(0) != 0 && active.extent(0) < members)) {
     throw InputError("Adam::step: the parameter or gradient buffers do not fit the members");
   }
-  const std::size_t block = (n + kNormBlocks - 1) / kNormBlocks;
+  const int block_count = static_cast<int>(norm_blocks(n));
   const auto blocks = m_norm_blocks;
   const auto arrivals = m_arrivals;
   const auto settings = m_device_settings;
@@ -89,17 +96,17 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
   const auto factors = m_factors;
   const bool all_active = active.extent(0) == 0;
   const int team = tree_sum_team_size();
-  Policy policy(space, static_cast<int>(members) * kNormBlocks, team);
+  Policy policy(space, static_cast<int>(members) * block_count, team);
   policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(team)));
   Kokkos::parallel_for(
       "dqntrader::nn::adam_norm", policy, KOKKOS_LAMBDA(const Member& member) {
         const int size = member.team_size(), rank = member.team_rank();
-        const std::size_t k = static_cast<std::size_t>(member.league_rank() / kNormBlocks);
-        const int b = member.league_rank() % kNormBlocks;
+        const std::size_t k = static_cast<std::size_t>(member.league_rank() / block_count);
+        const int b = member.league_rank() % block_count;
         const Scratch partial(member.team_scratch(0), size);
         const float* const g_k = grads.data() + k * grad_stride;
-        const std::size_t first = static_cast<std::size_t>(b) * block;
-        const std::size_t last = first + block < n ? first + block : n;
+        const std::size_t first = static_cast<std::size_t>(b) * kNormValues;
+        const std::size_t last = first + kNormValues < n ? first + kNormValues : n;
         const std::size_t step = static_cast<std::size_t>(size);
         double sum = 0.0;
         for (std::size_t i0 = first + static_cast<std::size_t>(rank); i0 < last;
@@ -116,11 +123,11 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
         team_tree_sum(member, partial, 1);
         if (rank == 0)
           blocks(k, b) = partial(0);
-        if (!last_to_arrive(member, &arrivals(k), kNormBlocks))
+        if (!last_to_arrive(member, &arrivals(k), block_count))
           return;
         const volatile double* const sums = &blocks(k, 0);
         double mine = 0.0;
-        for (int c = rank; c < kNormBlocks; c += size)
+        for (int c = rank; c < block_count; c += size)
           mine += sums[c];
         partial(rank) = mine;
         team_tree_sum(member, partial, 1);
