@@ -526,7 +526,9 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
 // Many teams' sums, a dueling head, the head's bias and further rows: against the same
 // definitions in double over random activations and head parameters. B is no multiple of any
 // team's rows, so that the last team holds fewer.
-// The last hidden layer 37 wide (its rows value by value) or 64 (whole packs).
+// The last hidden layer 17 or 37 wide (its rows value by value), 64 (whole packs) or 300: on
+// CUDA a row's lanes 4 (17), 8 (37, 64: four groups of rows a warp) and a whole warp (300, some
+// lanes with two packs of it).
 class TdLossOracle : public ::testing::TestWithParam<std::tuple<bool, std::size_t>> {};
 
 TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
@@ -659,7 +661,8 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
 
 INSTANTIATE_TEST_SUITE_P(Dueling, TdLossOracle,
                          ::testing::Combine(::testing::Bool(),
-                                            ::testing::Values(std::size_t{37}, std::size_t{64})),
+                                            ::testing::Values(std::size_t{17}, std::size_t{37},
+                                                              std::size_t{64}, std::size_t{300})),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) ? "dueling" : "plain") +
                                   std::to_string(std::get<1>(info.param));

@@ -52,7 +52,8 @@ constexpr bool kJointPairs = true;
 constexpr bool kJointPairs = false;
 #endif
 
-// Rows of the head a team evaluates in head_forward, kHeadLanes threads each.
+// Rows of the head a team evaluates in head_forward at kHeadLanes threads a row (more, with
+// fewer lanes a row: head_lanes).
 #if defined(DQNTRADER_BACKEND_CUDA)
 constexpr int kRowsPerTeam = 4;
 #else
@@ -69,18 +70,21 @@ void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t
   const std::size_t inputs = head.hidden.extent(2), actions = q.extent(2);
   const std::size_t all = q.extent(0) * rows;
   constexpr int team = kHeadLanes * kRowsPerTeam;
-  Policy policy(space, static_cast<int>((all + kRowsPerTeam - 1) / kRowsPerTeam), team);
+  const int lanes = head_lanes(inputs);
+  const std::size_t per_team = static_cast<std::size_t>(team / lanes);
+  Policy policy(space, static_cast<int>((all + per_team - 1) / per_team), team);
   Kokkos::parallel_for(
       "dqntrader::nn::head_forward", policy, KOKKOS_LAMBDA(const Member& member) {
-        const int lane = member.team_rank() % kHeadLanes, slot = member.team_rank() / kHeadLanes;
-        const std::size_t at = static_cast<std::size_t>(member.league_rank()) * kRowsPerTeam + slot;
+        const int lane = member.team_rank() % lanes, slot = member.team_rank() / lanes;
+        const std::size_t at = static_cast<std::size_t>(member.league_rank()) * per_team +
+                               static_cast<std::size_t>(slot);
         const std::size_t c = at / rows, r = at % rows;
         float sum[1][W] = {};
         if (at < all) {
           const T* const row[1] = {head.row(c, r)};
-          head_dot<W, 1, Whole>(lane, row, head.weight_of(c), inputs, sum);
+          head_dot<W, 1, Whole>(lane, lanes, row, head.weight_of(c), inputs, sum);
         }
-        lane_sums<W>(sum[0]);
+        lane_sums<W>(sum[0], lanes);
         if (lane != 0 || at >= all)
           return;
         float values[W];

@@ -162,22 +162,34 @@ struct HeadInputs {
   }
 };
 
-/// Threads that evaluate one row of the head together: a warp on CUDA, one thread on the host.
+/// Threads that evaluate one row of the head together: up to a warp on CUDA (head_lanes), one
+/// thread on the host.
 #if defined(DQNTRADER_BACKEND_CUDA)
-constexpr int kHeadLanes = 32;
+constexpr int kHeadLanes = 32, kFewestHeadLanes = 4;
 #else
-constexpr int kHeadLanes = 1;
+constexpr int kHeadLanes = 1, kFewestHeadLanes = 1;
 #endif
+
+/// The lanes of a row for a head of `inputs` inputs: as many as it has packs of kPack (a power
+/// of two, from kFewestHeadLanes to kHeadLanes), so that no lane of a narrow head idles; the
+/// other lanes of a warp take other rows. A power of two dividing the warp: a row's lanes are
+/// aligned within it.
+inline int head_lanes(std::size_t inputs) {
+  int lanes = kFewestHeadLanes;
+  while (lanes < kHeadLanes && static_cast<std::size_t>(lanes) * kPack < inputs)
+    lanes *= 2;
+  return lanes;
+}
 
 /// Lane `lane`'s share of the head's W outputs on U rows of one network, sum[u][a] +=
 /// rows[u] . w(:, a) (w: inputs x W, row-major), before the lanes' shares are added
-/// (lane_sums). The lanes take every kHeadLanes-th pack of kPack inputs, with the pack's
-/// kPack x W weights, each as whole packs when Whole (head_packs): the weights' loads and every
-/// row's issued before any is used, the weights loaded once for the U rows. One lane (the host)
-/// takes each dot product in 8 independent running sums (no chain of dependent additions),
+/// (lane_sums). The `lanes` lanes of the row take every lanes-th pack of kPack inputs, with the
+/// pack's kPack x W weights, each as whole packs when Whole (head_packs): the weights' loads and
+/// every row's issued before any is used, the weights loaded once for the U rows. One lane (the
+/// host) takes each dot product in 8 independent running sums (no chain of dependent additions),
 /// added in order.
 template <int W, int U, bool Whole, class T>
-KOKKOS_INLINE_FUNCTION void head_dot(int lane, const T* const (&rows)[U], const T* w,
+KOKKOS_INLINE_FUNCTION void head_dot(int lane, int lanes, const T* const (&rows)[U], const T* w,
                                      std::size_t inputs, float (&sum)[U][W]) {
   if (kHeadLanes == 1) {  // a constant: one branch compiles to nothing
     constexpr int kBatch = 8;
@@ -198,7 +210,7 @@ KOKKOS_INLINE_FUNCTION void head_dot(int lane, const T* const (&rows)[U], const 
       }
     }
   } else {
-    constexpr std::size_t span = std::size_t{kPack} * kHeadLanes;
+    const std::size_t span = std::size_t{kPack} * static_cast<std::size_t>(lanes);
     for (std::size_t j = static_cast<std::size_t>(lane) * kPack; j < inputs; j += span) {
       const int n = static_cast<int>(inputs - j < kPack ? inputs - j : kPack);
       float v[W][kPack], x[U][kPack];
@@ -221,18 +233,19 @@ KOKKOS_INLINE_FUNCTION void head_dot(int lane, const T* const (&rows)[U], const 
   }
 }
 
-/// Adds the head_dot shares of the kHeadLanes lanes of each row: on return every lane holds
-/// the row's sums, added in a pairwise tree (a warp's butterfly on CUDA, where the lanes of a
-/// row are one warp, all of which call this; nothing to add on the host).
+/// Adds the head_dot shares of the `lanes` lanes of each row: on return every lane holds the
+/// row's sums, added in a pairwise tree (a butterfly within each row's lanes on CUDA, where
+/// every lane of the warp calls this; nothing to add on the host).
 template <int W>
-KOKKOS_INLINE_FUNCTION void lane_sums(float (&sum)[W]) {
+KOKKOS_INLINE_FUNCTION void lane_sums(float (&sum)[W], int lanes) {
 #if defined(__CUDA_ARCH__)
-  for (int half = kHeadLanes / 2; half > 0; half /= 2) {
+  for (int half = lanes / 2; half > 0; half /= 2) {
     for (int a = 0; a < W; ++a)
       sum[a] += __shfl_xor_sync(0xffffffffu, sum[a], half);
   }
 #else
   (void)sum;
+  (void)lanes;
 #endif
 }
 

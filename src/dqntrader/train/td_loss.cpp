@@ -12,9 +12,10 @@ namespace {
 
 // A team takes kSamples samples and kSamples further rows: kUnits head evaluations (per
 // sample the online network on s and on s' and the target on s'; the online network on each
-// further row), kHeadLanes threads each (a warp on CUDA, which evaluates kWarpRows rows of one
-// network together, their loads issued before any is used; on the host the team's one thread
-// takes every unit in turn). The lanes' shares are added in a tree (lane_sums); the team's
+// further row), in kGroups groups of nn::head_lanes threads (on CUDA up to a warp, a narrow
+// head's groups sharing one: each group evaluates kWarpRows rows of one network together, their
+// loads issued before any is used; on the host the team's one thread takes every unit in
+// turn). The lanes' shares are added in a tree (lane_sums); the team's
 // Q-values meet in scratch memory, where a thread per sample (its batch entry loaded before the
 // heads) works out its loss and gradient; the team's sums are written apart. A second kernel of
 // one team adds every team's sums (its kSumThreads threads in a fixed pattern, then the tree),
@@ -24,17 +25,18 @@ constexpr int kSamples = 8, kSumThreads = 128, kWarpRows = 4;
 #else
 constexpr int kSamples = 1, kSumThreads = 1, kWarpRows = 1;
 #endif
-static_assert(kSamples % kWarpRows == 0, "a warp's rows are of one evaluation (one network)");
-constexpr int kLanes = nn::kHeadLanes;
+static_assert(kSamples % kWarpRows == 0, "a group's rows are of one evaluation (one network)");
 constexpr int kEvaluations = 3;  // online on s, online on s', target on s'
 constexpr int kUnits = (kEvaluations + 1) * kSamples;
-constexpr int kWarps = kUnits / kWarpRows;
-constexpr int kTeam = kLanes == 1 ? 1 : kWarps * kLanes;  // the host's team: one thread
-static_assert(kTeam >= kSamples, "a thread per sample");
+constexpr int kGroups = kUnits / kWarpRows;
+// The most threads a team has (groups of a warp; the host's team: one thread).
+constexpr int kTeam = nn::kHeadLanes == 1 ? 1 : kGroups * nn::kHeadLanes;
+static_assert(nn::kHeadLanes == 1 || kGroups * nn::kFewestHeadLanes >= kSamples,
+              "a thread per sample");
 constexpr int kTotals = 3;  // loss, Q, non-finite; then one sum per head output
 
-// A team of kTeam threads per block, at least two blocks a multiprocessor (the registers each
-// thread may take follow from it).
+// A team of at most kTeam threads per block, at least two blocks of kTeam a multiprocessor (the
+// registers each thread may take follow from it).
 using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kTeam, 2>>;
 using Member = Policy::member_type;
 using SumPolicy = Kokkos::TeamPolicy<ExecSpace>;
@@ -76,6 +78,7 @@ struct TdLossKernel {
   nn::OutputGradient<T> gradient;
   Kokkos::View<double*, DeviceMemory> partials;  // [member][sum][team]
   int teams;                                     // per member
+  int lanes;                                     // a group's threads (nn::head_lanes)
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     using Floats = TeamScratch<float>;
@@ -83,7 +86,7 @@ struct TdLossKernel {
     const Floats qs(member.team_scratch(0), q_floats(W));
     const Doubles values(member.team_scratch(0), sum_doubles(W));
     const int n = member.team_size(), rank = member.team_rank();
-    const int lane = rank % kLanes;
+    const int lane = rank % lanes;
     const std::size_t m = static_cast<std::size_t>(member.league_rank() / teams);
     const int team = member.league_rank() % teams;
     const std::size_t b = batch_size, first = static_cast<std::size_t>(team) * kSamples;
@@ -105,7 +108,7 @@ struct TdLossKernel {
     const int taken_entry = sampled ? static_cast<int>(batch.action(entry + mine)) : -1;
     const float return_entry = sampled ? batch.return_n(entry + mine) : 0.0f;
     const float discount_entry = sampled ? batch.discount(entry + mine) : 0.0f;
-    for (int w = rank / kLanes; w < kWarps; w += n / kLanes) {
+    for (int w = rank / lanes; w < kGroups; w += n / lanes) {
       std::size_t copy = 0, row[kWarpRows];
       bool evaluated[kWarpRows], any = false;
       const T* rows[kWarpRows];
@@ -116,10 +119,10 @@ struct TdLossKernel {
       }
       float o[kWarpRows][W] = {};
       if (any)
-        nn::head_dot<W, kWarpRows, Whole>(lane, rows, head.weight_of(copy), head.hidden.extent(2),
-                                          o);
+        nn::head_dot<W, kWarpRows, Whole>(lane, lanes, rows, head.weight_of(copy),
+                                          head.hidden.extent(2), o);
       for (int k = 0; k < kWarpRows; ++k)
-        nn::lane_sums<W>(o[k]);
+        nn::lane_sums<W>(o[k], lanes);
       if (lane != 0)
         continue;
       for (int k = 0; k < kWarpRows; ++k) {
@@ -253,15 +256,18 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
                      " rows do not fit the buffers");
   }
   const int teams = team_count(b, rows - 2 * b);
+  const int lanes = nn::head_lanes(head.hidden.extent(2));
+  const int team = nn::kHeadLanes == 1 ? 1 : kGroups * lanes;
   nn::with_head_width(head.width, [&](auto width) {
     with_whole_packs(nn::head_packs(head), [&](auto whole) {
       constexpr int W = decltype(width)::value;
-      Policy policy(space, static_cast<int>(members) * teams, kTeam);
+      Policy policy(space, static_cast<int>(members) * teams, team);
       policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(q_floats(W)) +
                                                  TeamScratch<double>::shmem_size(sum_doubles(W))));
-      Kokkos::parallel_for("dqntrader::train::td_loss", recordable(policy),
-                           TdLossKernel<W, decltype(whole)::value, T>{
-                               head, b, rows, q, batch, settings, gradient, m_partials, teams});
+      Kokkos::parallel_for(
+          "dqntrader::train::td_loss", recordable(policy),
+          TdLossKernel<W, decltype(whole)::value, T>{head, b, rows, q, batch, settings, gradient,
+                                                     m_partials, teams, lanes});
     });
   });
   return Partials{m_partials, teams, head.width};
