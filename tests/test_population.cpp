@@ -58,6 +58,8 @@ void write_rows(const ExecSpace& space, const nn::OutputGradient<float>& g,
 // The members' online networks and targets in one batched pass, then their backward passes,
 // against each member's pair evaluated alone: the same Q-values and gradients (bitwise on
 // OpenMP, where every product of a batch is its own BLAS call; within float rounding on CUDA).
+// The rows take several chunks of a column pass on both backends, so that a network alone
+// takes its head's weight gradient in a pass of its own, a population's in the head's pass.
 TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
@@ -67,8 +69,8 @@ TEST(PopulationPasses, TheNetworksOfKMembersAreKNetworksOfOne) {
   spec.hidden = {24, 17};
   spec.dueling = true;
   const nn::ParameterLayout layout(spec);
-  const std::size_t k = 3, rows = 13, state = spec.state_size(), p = layout.size();
-  const std::size_t stride = p + 29, target_first = 4, target_end = 11;
+  const std::size_t k = 3, rows = 600, state = spec.state_size(), p = layout.size();
+  const std::size_t stride = p + 29, target_first = 4, target_end = 411;
   // Parameters: every member's online network, then every member's target; states: member
   // m's in block m. The targets are evaluated on rows [target_first, target_end) only.
   std::vector<float> all(2 * k * stride, 0.0f);

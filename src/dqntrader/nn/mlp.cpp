@@ -202,13 +202,41 @@ KOKKOS_INLINE_FUNCTION void add_warp_groups(float (&sums)[S][kPack], std::size_t
 #endif
 }
 
+// Adds row h's products with the head's output gradient g of the row, h g(a) for each output
+// a, to sums[first + a].
+template <int W, int S>
+KOKKOS_INLINE_FUNCTION void add_head_weight_sums(const float (&h)[kPack], const float (&g)[W],
+                                                 int first, float (&sums)[S][kPack]) {
+  for (int c = 0; c < kPack; ++c) {
+    for (int a = 0; a < W; ++a)
+      sums[first + a][c] += h[c] * g[a];
+  }
+}
+
+// Loads, for the count rows r of learner k, the pack of h at column j0 (n columns) and the
+// row's W values of the head's output gradient g: every load issued before any is used.
+template <int W, bool Whole, class T>
+KOKKOS_INLINE_FUNCTION void load_head_rows(const gemm::StridedBatch<const T>& g,
+                                           const gemm::StridedBatch<const T>& h, std::size_t k,
+                                           const std::size_t (&r)[kRowBatch], int count,
+                                           std::size_t j0, int n, float (&held)[kRowBatch][kPack],
+                                           float (&ga)[kRowBatch][W]) {
+  for (int b = 0; b < kRowBatch; ++b) {
+    if (b >= count)
+      break;
+    load_pack<Whole>(&h(k, r[b], j0), n, held[b]);
+    for (int a = 0; a < W; ++a)
+      ga[b][a] = to_float(g(k, r[b], static_cast<std::size_t>(a)));
+  }
+}
+
 // The head's rows: from the head's output gradient g (rows x W) and weight w (hidden x W),
 // the last hidden layer's dZ = g w^T zeroed where h <= 0 (the ReLU's derivative), in the
 // compute type (g w^T has W columns: a product of its own would be wasteful); sums: dZ (the
-// layer's bias gradient) and h g(:, a) for each a (the head's weight gradient).
-template <int W, class T, bool Whole>
+// layer's bias gradient) and, with Weights, h g(:, a) for each a (the head's weight gradient).
+template <int W, class T, bool Whole, bool Weights>
 struct HeadRows {
-  static constexpr int kSums = 1 + W;
+  static constexpr int kSums = Weights ? 1 + W : 1;
   gemm::StridedBatch<const T> g, h;  // [learner][row][W], [learner][row][hidden]
   gemm::StridedBatch<T> y;           // [learner][row][hidden]
   const T* w = nullptr;              // learner k's head weight (hidden x W) at w + k * w_stride
@@ -223,13 +251,7 @@ struct HeadRows {
     KOKKOS_INLINE_FUNCTION void rows(const std::size_t (&r)[kRowBatch], int count,
                                      float (&sums)[kSums][kPack]) const {
       float held[kRowBatch][kPack], ga[kRowBatch][W];
-      for (int b = 0; b < kRowBatch; ++b) {
-        if (b >= count)
-          break;
-        load_pack<Whole>(&p->h(k, r[b], j0), n, held[b]);
-        for (int a = 0; a < W; ++a)
-          ga[b][a] = to_float(p->g(k, r[b], static_cast<std::size_t>(a)));
-      }
+      load_head_rows<W, Whole>(p->g, p->h, k, r, count, j0, n, held, ga);
       for (int b = 0; b < kRowBatch; ++b) {
         if (b >= count)
           break;
@@ -241,11 +263,10 @@ struct HeadRows {
           dz[c] = held[b][c] > 0.0f ? stored_value<T>(x) : 0.0f;
         }
         store_pack<Whole>(&p->y(k, r[b], j0), n, dz);
-        for (int c = 0; c < kPack; ++c) {
+        for (int c = 0; c < kPack; ++c)
           sums[0][c] += dz[c];
-          for (int a = 0; a < W; ++a)
-            sums[1 + a][c] += held[b][c] * ga[b][a];
-        }
+        if constexpr (Weights)
+          add_head_weight_sums<W>(held[b], ga[b], 1, sums);
       }
     }
   };
@@ -257,6 +278,35 @@ struct HeadRows {
         t.wt[c][a] = to_float(wk[(j0 + static_cast<std::size_t>(c)) * W + a]);
     }
     return t;
+  }
+};
+
+// The head's weight gradient alone: sums h g(:, a) for each output a, from the last hidden
+// layer's h and the head's output gradient g; stores nothing (it runs beside HeadRows without
+// Weights, on the side).
+template <int W, class T, bool Whole>
+struct HeadWeightRows {
+  static constexpr int kSums = W;
+  gemm::StridedBatch<const T> g, h;  // [learner][row][W], [learner][row][hidden]
+
+  struct Thread {
+    const HeadWeightRows* p;
+    std::size_t k, j0;
+    int n;
+
+    KOKKOS_INLINE_FUNCTION void rows(const std::size_t (&r)[kRowBatch], int count,
+                                     float (&sums)[kSums][kPack]) const {
+      float held[kRowBatch][kPack] = {}, ga[kRowBatch][W] = {};
+      load_head_rows<W, Whole>(p->g, p->h, k, r, count, j0, n, held, ga);
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (b >= count)
+          break;
+        add_head_weight_sums<W>(held[b], ga[b], 0, sums);
+      }
+    }
+  };
+  KOKKOS_INLINE_FUNCTION Thread thread(std::size_t k, std::size_t j0, int n) const {
+    return Thread{this, k, j0, n};
   }
 };
 
@@ -298,8 +348,9 @@ struct ReluRows {
   }
 };
 
-// Where a column pass's sums go, learner k's at k * stride values into the gradients: sum 0
-// to bias[j], sum 1 + a to weight[j * (kSums - 1) + a].
+// Where a column pass's sums go, learner k's at k * stride values into the gradients: with a
+// bias, sum 0 to bias[j] and sum 1 + a to weight[j * (sums - 1) + a]; without, sum a to
+// weight[j * sums + a].
 struct ColumnSums {
   float* bias = nullptr;
   float* weight = nullptr;
@@ -309,9 +360,11 @@ struct ColumnSums {
 
   // Where learner k's sum s (of sums) of column j goes.
   KOKKOS_INLINE_FUNCTION float& at(std::size_t k, int s, int sums, std::size_t j) const {
-    return s == 0 ? bias[k * stride + j]
-                  : weight[k * stride + j * static_cast<std::size_t>(sums - 1) +
-                           static_cast<std::size_t>(s - 1)];
+    if (bias != nullptr && s == 0)
+      return bias[k * stride + j];
+    const int first = bias != nullptr ? 1 : 0;
+    return weight[k * stride + j * static_cast<std::size_t>(sums - first) +
+                  static_cast<std::size_t>(s - first)];
   }
 };
 
@@ -449,8 +502,9 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
   }
   m_head_grad =
       MatrixBatch<T>(alloc("dqntrader::nn::head_grad"), m_max_learners, max_rows, m_head_width);
-  // One set of column partials serves every column pass (they run one after another); one
-  // learner's passes have the most chunks.
+  // One set of column partials serves the passes of the backward chain (they run one after
+  // another), one more the head's weight gradient when it runs beside them; one learner's
+  // passes have the most chunks.
   std::size_t chunks = 0, sums = 0, tiles = 0;
   for (std::size_t l = 0; l < spec.hidden.size(); ++l) {
     const std::size_t w = spec.hidden[l];
@@ -464,6 +518,11 @@ Mlp<T>::Mlp(const ExecSpace& space, const NetworkSpec& spec, Precision precision
       MatrixBatch<float>(alloc("dqntrader::nn::column_partials"), m_max_learners, chunks, sums);
   m_column_arrivals = Kokkos::View<int**, DeviceMemory>(alloc("dqntrader::nn::column_arrivals"),
                                                         m_max_learners, tiles);
+  const ColumnTiles last(max_rows, spec.hidden.back(), 1);
+  m_head_partials = MatrixBatch<float>(alloc("dqntrader::nn::head_partials"), 1, last.chunks,
+                                       m_head_width * spec.hidden.back());
+  m_head_arrivals =
+      Kokkos::View<int**, DeviceMemory>(alloc("dqntrader::nn::head_arrivals"), 1, last.tiles);
 }
 
 template <class T>
@@ -621,23 +680,44 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
   }
   check_sets("Mlp::backward", k, w.stride, m_layout.size(), w.working.extent(0),
              w.master.extent(0));
-  // The head, from the loss's output gradient g (the head's bias gradient is the loss's):
-  // in one pass, dZ of the last hidden layer, (g W^T) * relu'(Z), its bias gradient 1^T dZ and
-  // the head's weight gradient H^T g.
+  // The head, from the loss's output gradient g (the head's bias gradient is the loss's): in
+  // one pass, dZ of the last hidden layer, (g W^T) * relu'(Z), its bias gradient 1^T dZ and
+  // the head's weight gradient H^T g. One learner whose rows take several chunks has the head's
+  // weight gradient in a pass of its own on the side, beside the chain below: there the joint
+  // pass, its sums added over the chunks by a last team, is the longest link of the chain (on
+  // CUDA at the EPOCH shape 13.5 us, against 10.8 without the weight gradient); for a
+  // population, whose passes fill the GPU, or a pass of one chunk, the second pass costs more
+  // than it saves. Either way a column's sums are taken in the same order.
   const std::size_t head = spec.hidden.size();
   ColumnSums sums{nullptr, nullptr, grads.stride, m_column_partials, m_column_arrivals};
   {
     const gemm::StridedBatch<const T> h = learner_hidden(head - 1, rows);
     const gemm::StridedBatch<T> y = first_of(m_layer_grads[head - 1], k, rows);
+    const gemm::StridedBatch<const T> g =
+        first_of(gemm::StridedBatch<const T>(m_head_grad), k, rows);
+    const ColumnTiles tiles(rows, h.extent(2), k);
+    const bool apart = k == 1 && tiles.chunks > 1;
+    float* const head_weight = grads.values.data() + m_layout.weight(head).offset;
     sums.bias = grads.values.data() + m_layout.bias(head - 1).offset;
-    sums.weight = grads.values.data() + m_layout.weight(head).offset;
+    sums.weight = apart ? nullptr : head_weight;
+    if (apart)
+      side.fork(space);
+    const T* const weights = w.working.data() + m_layout.weight(head).offset;
     with_head_width(m_head_width, [&](auto width) {
       with_whole_packs(rows_take_packs(h, y), [&](auto whole) {
-        using Rows = HeadRows<decltype(width)::value, T, decltype(whole)::value>;
-        column_pass("dqntrader::nn::head_backward", space,
-                    Rows{first_of(gemm::StridedBatch<const T>(m_head_grad), k, rows), h, y,
-                         w.working.data() + m_layout.weight(head).offset, w.stride},
-                    ColumnTiles(rows, h.extent(2), k), k, sums);
+        constexpr int W = decltype(width)::value;
+        constexpr bool Whole = decltype(whole)::value;
+        if (apart) {
+          column_pass(
+              "dqntrader::nn::head_weight_gradient", side.space(),
+              HeadWeightRows<W, T, Whole>{g, h}, tiles, k,
+              ColumnSums{nullptr, head_weight, grads.stride, m_head_partials, m_head_arrivals});
+          column_pass("dqntrader::nn::head_backward", space,
+                      HeadRows<W, T, Whole, false>{g, h, y, weights, w.stride}, tiles, k, sums);
+        } else {
+          column_pass("dqntrader::nn::head_backward", space,
+                      HeadRows<W, T, Whole, true>{g, h, y, weights, w.stride}, tiles, k, sums);
+        }
       });
     });
   }

@@ -371,9 +371,11 @@ class Mlp {
   // the side's weight-gradient product has read it.
   std::vector<gemm::StridedBatch<T>> m_layer_grads;
   // A column pass's sums per chunk of rows (bias gradient, then the head's weight gradient per
-  // output), [learner][chunk][sum * width + column]: one buffer for every pass, one at a time.
-  MatrixBatch<float> m_column_partials;
-  Kokkos::View<int**, DeviceMemory> m_column_arrivals;  // [learner][column tile]
+  // output), [learner][chunk][sum * width + column]: one buffer for the passes of the backward
+  // chain, one at a time; and one for the head's weight gradient when a pass of its own takes
+  // it beside them (one learner: m_head_partials' one sum per head output).
+  MatrixBatch<float> m_column_partials, m_head_partials;
+  Kokkos::View<int**, DeviceMemory> m_column_arrivals, m_head_arrivals;  // [learner][tile]
 };
 
 }  // namespace dqntrader::nn
