@@ -144,13 +144,23 @@ fi
 if want detail; then
   # One training step's kernels (at the EPOCH shape, after the first 1,500 kernels) with Nsight
   # Compute's throughput, launch, occupancy and warp-state sections: why a kernel of ours takes
-  # the time the profile step shows (what its warps wait on).
-  timeout 200 ncu --clock-control none --cache-control none --section SpeedOfLight \
-    --section LaunchStats --section Occupancy --section WarpStateStats \
-    --print-kernel-base function --launch-skip 1500 --launch-count 24 $build/dqntrader train \
-    --synth-bars 40000 --hidden 512,512,512 --batch-size 1024 --environments 256 \
-    --return-window 56 --learning-starts 1024 --target-update 1000 --steps-per-epoch 300 \
-    --epochs 1 --out "$runs/detail-run" >"$out/detail.txt" 2>"$out/detail.err"
+  # the time the profile step shows (what its warps wait on). DETAIL_SHAPE=default takes a step
+  # of a sweep of 64 members of the train defaults' network instead.
+  sections=(--section SpeedOfLight --section LaunchStats --section Occupancy
+    --section WarpStateStats --print-kernel-base function)
+  if [ "${DETAIL_SHAPE:-EPOCH}" = default ]; then
+    "$build/dqntrader" synth --bars 40000 --seed 1 --out "$runs/detail.dqnbars" >/dev/null
+    timeout 200 ncu --clock-control none --cache-control none "${sections[@]}" \
+      --launch-skip 1500 --launch-count 16 $build/dqntrader sweep --seeds 1-64 --population 64 \
+      --data "$runs/detail.dqnbars" --steps-per-epoch 300 --epochs 1 --out "$runs/detail-run" \
+      >"$out/detail.txt" 2>"$out/detail.err"
+  else
+    timeout 200 ncu --clock-control none --cache-control none "${sections[@]}" \
+      --launch-skip 1500 --launch-count 24 $build/dqntrader train \
+      --synth-bars 40000 --hidden 512,512,512 --batch-size 1024 --environments 256 \
+      --return-window 56 --learning-starts 1024 --target-update 1000 --steps-per-epoch 300 \
+      --epochs 1 --out "$runs/detail-run" >"$out/detail.txt" 2>"$out/detail.err"
+  fi
   echo "detail exit $?"
 fi
 if want compare; then
@@ -172,16 +182,20 @@ if want profile; then
 fi
 if want pop-profile; then
   # As profile, for a population of 16 members at the EPOCH shape (dqntrader sweep over 16
-  # seeds): which kernels grow with the members.
+  # seeds): which kernels grow with the members. POP_PROFILE_SHAPE=default profiles 64 members
+  # of the train defaults' network instead.
   dqn=$build/dqntrader
   "$dqn" synth --bars 40000 --seed 1 --out "$runs/pop-profile.dqnbars" >/dev/null
+  if [ "${POP_PROFILE_SHAPE:-EPOCH}" = default ]; then
+    shape=(--seeds 1-64 --population 64)
+  else
+    shape=(--seeds 1-16 --population 16 --hidden 512,512,512 --batch-size 1024
+      --environments 256 --return-window 56 --learning-starts 1024 --target-update 1000)
+  fi
   timeout 300 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
     --print-kernel-base demangled --csv --launch-skip 1500 --launch-count 600 "$dqn" sweep \
-    --seeds 1-16 --population 16 --data "$runs/pop-profile.dqnbars" --hidden 512,512,512 \
-    --batch-size 1024 \
-    --environments 256 --return-window 56 --learning-starts 1024 --target-update 1000 \
-    --steps-per-epoch 300 --epochs 1 --out "$runs/pop-profile-run" >"$out/pop-profile.csv" \
-    2>"$out/pop-profile.err"
+    "${shape[@]}" --data "$runs/pop-profile.dqnbars" --steps-per-epoch 300 --epochs 1 \
+    --out "$runs/pop-profile-run" >"$out/pop-profile.csv" 2>"$out/pop-profile.err"
   echo "pop-profile exit $?"
   python3 bench/profile_table.py "$out/pop-profile.csv" | tee "$out/pop-profile.md"
 fi
