@@ -29,10 +29,13 @@ static_assert(kSamples % kWarpRows == 0, "a group's rows are of one evaluation (
 constexpr int kEvaluations = 3;  // online on s, online on s', target on s'
 constexpr int kUnits = (kEvaluations + 1) * kSamples;
 constexpr int kGroups = kUnits / kWarpRows;
-// The most threads a team has (groups of a warp; the host's team: one thread).
-constexpr int kTeam = nn::kHeadLanes == 1 ? 1 : kGroups * nn::kHeadLanes;
-static_assert(nn::kHeadLanes == 1 || kGroups * nn::kFewestHeadLanes >= kSamples,
-              "a thread per sample");
+// A team's threads when its groups have `lanes` threads each (the host's team: one thread);
+// kTeam, the most, at groups of a warp.
+constexpr int team_threads(int lanes) {
+  return nn::kHeadLanes == 1 ? 1 : kGroups * lanes;
+}
+constexpr int kTeam = team_threads(nn::kHeadLanes);
+static_assert(team_threads(nn::kFewestHeadLanes) >= kSamples, "a thread per sample");
 constexpr int kTotals = 3;  // loss, Q, non-finite; then one sum per head output
 
 // A team of at most kTeam threads per block, at least two blocks of kTeam a multiprocessor (the
@@ -257,7 +260,7 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
   }
   const int teams = team_count(b, rows - 2 * b);
   const int lanes = nn::head_lanes(head.hidden.extent(2));
-  const int team = nn::kHeadLanes == 1 ? 1 : kGroups * lanes;
+  const int team = team_threads(lanes);
   nn::with_head_width(head.width, [&](auto width) {
     with_whole_packs(nn::head_packs(head), [&](auto whole) {
       constexpr int W = decltype(width)::value;
