@@ -528,8 +528,9 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
 // team's rows, so that the last team holds fewer.
 // The last hidden layer 17 or 37 wide (its rows value by value), 64 (whole packs) or 300: on
 // CUDA a row's lanes 4 (17), 8 (37, 64: four groups of rows a warp) and a whole warp (300, some
-// lanes with two packs of it).
-class TdLossOracle : public ::testing::TestWithParam<std::tuple<bool, std::size_t>> {};
+// lanes with two packs of it). A batch of 203 samples, or of 8,203: on CUDA a team's samples
+// then the many (kManySamples) and its groups taking several rounds of rows.
+class TdLossOracle : public ::testing::TestWithParam<std::tuple<bool, std::size_t, std::size_t>> {};
 
 TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   const std::uint64_t seed = testing::test_seed();
@@ -537,7 +538,8 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
   std::mt19937_64 rng(seed);
   const bool dueling = std::get<0>(GetParam());
   const std::size_t hidden = std::get<1>(GetParam());
-  const std::size_t b = 203, further = 19, rows = 2 * b + further, actions = 3;
+  const std::size_t b = std::get<2>(GetParam()), further = 19, rows = 2 * b + further;
+  const std::size_t actions = 3;
   const std::size_t width = dueling ? actions + 1 : actions;
   // The copies' parameters apart, by a multiple of a pack.
   const std::size_t stride = (hidden * width + width + 5 + kPack - 1) / kPack * kPack;
@@ -662,10 +664,12 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
 INSTANTIATE_TEST_SUITE_P(Dueling, TdLossOracle,
                          ::testing::Combine(::testing::Bool(),
                                             ::testing::Values(std::size_t{17}, std::size_t{37},
-                                                              std::size_t{64}, std::size_t{300})),
+                                                              std::size_t{64}, std::size_t{300}),
+                                            ::testing::Values(std::size_t{203}, std::size_t{8203})),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) ? "dueling" : "plain") +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) + "_batch" +
+                                  std::to_string(std::get<2>(info.param));
                          });
 
 // --- replay: n-step sampling, wrap-around, reproducibility, uniformity -------------------------

@@ -233,11 +233,12 @@ KOKKOS_INLINE_FUNCTION void head_dot(int lane, int lanes, const T* const (&rows)
   }
 }
 
-/// Adds the head_dot shares of the `lanes` lanes of each row: on return every lane holds the
-/// row's sums, added in a pairwise tree (a butterfly within each row's lanes on CUDA, where
-/// every lane of the warp calls this; nothing to add on the host).
-template <int W>
-KOKKOS_INLINE_FUNCTION void lane_sums(float (&sum)[W], int lanes) {
+/// Adds the head_dot shares of the `lanes` lanes of each row (or any W values of groups of
+/// `lanes` aligned lanes): on return every lane holds the row's sums, added in a pairwise tree
+/// (a butterfly within each row's lanes on CUDA, where every lane of the warp calls this;
+/// nothing to add on the host).
+template <int W, class V>
+KOKKOS_INLINE_FUNCTION void lane_sums(V (&sum)[W], int lanes) {
 #if defined(__CUDA_ARCH__)
   for (int half = lanes / 2; half > 0; half /= 2) {
     for (int a = 0; a < W; ++a)

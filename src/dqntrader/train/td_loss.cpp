@@ -1,6 +1,7 @@
 #include "dqntrader/train/td_loss.hpp"
 
 #include <string>
+#include <type_traits>
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
@@ -10,32 +11,45 @@ namespace dqntrader::train {
 
 namespace {
 
-// A team takes kSamples samples and kSamples further rows: kUnits head evaluations (per
-// sample the online network on s and on s' and the target on s'; the online network on each
-// further row), in kGroups groups of nn::head_lanes threads (on CUDA up to a warp, a narrow
-// head's groups sharing one: each group evaluates kWarpRows rows of one network together, their
-// loads issued before any is used; on the host the team's one thread takes every unit in
-// turn). The lanes' shares are added in a tree (lane_sums); the team's
-// Q-values meet in scratch memory, where a thread per sample (its batch entry loaded before the
-// heads) works out its loss and gradient; the team's sums are written apart. A second kernel of
-// one team adds every team's sums (its kSumThreads threads in a fixed pattern, then the tree),
-// so that no team of the first waits for the others.
+// A team takes S samples and S further rows: (kEvaluations + 1) S head evaluations, its units
+// (per sample the online network on s and on s' and the target on s'; the online network on
+// each further row), in groups of nn::head_lanes threads (on CUDA up to a warp, a narrow head's
+// groups sharing one: each group evaluates kWarpRows rows of one network together, their loads
+// issued before any is used, and takes the team's units in turn; on the host the team's one
+// thread takes every unit). The lanes' shares are added in a tree (lane_sums); the team's
+// Q-values meet in scratch memory, where a lane of the team's first warp per sample (its batch
+// entry loaded before the heads) works out its loss and gradient, and the warp adds the
+// samples' sums in a butterfly; the team's sums are written apart. A second kernel of one team
+// adds every team's sums (its kSumThreads threads in a fixed pattern, then the tree), so that
+// no team of the first waits for the others. On CUDA a team takes kFewSamples samples, or
+// kManySamples when the members' batches together have at least kManyFrom samples: where the
+// teams are many, a team's fixed costs (its batch entries' loads, the samples' arithmetic by one
+// warp while the others wait, its sums) are shared by more samples.
 #if defined(DQNTRADER_BACKEND_CUDA)
-constexpr int kSamples = 8, kSumThreads = 128, kWarpRows = 4;
+constexpr int kFewSamples = 8, kManySamples = 32, kSumThreads = 128, kWarpRows = 4;
+constexpr int kSampleLanes = 32, kTeam = 256;
 #else
-constexpr int kSamples = 1, kSumThreads = 1, kWarpRows = 1;
+constexpr int kFewSamples = 1, kManySamples = 1, kSumThreads = 1, kWarpRows = 1;
+constexpr int kSampleLanes = 1, kTeam = 1;
 #endif
-static_assert(kSamples % kWarpRows == 0, "a group's rows are of one evaluation (one network)");
+constexpr std::size_t kManyFrom = 8192;
+static_assert(kFewSamples % kWarpRows == 0 && kManySamples % kWarpRows == 0,
+              "a group's rows are of one evaluation (one network)");
+static_assert(kManySamples <= kSampleLanes, "a lane of the first warp per sample");
 constexpr int kEvaluations = 3;  // online on s, online on s', target on s'
-constexpr int kUnits = (kEvaluations + 1) * kSamples;
-constexpr int kGroups = kUnits / kWarpRows;
-// A team's threads when its groups have `lanes` threads each (the host's team: one thread);
-// kTeam, the most, at groups of a warp.
-constexpr int team_threads(int lanes) {
-  return nn::kHeadLanes == 1 ? 1 : kGroups * lanes;
+KOKKOS_INLINE_FUNCTION constexpr int units(int samples) {
+  return (kEvaluations + 1) * samples;
 }
-constexpr int kTeam = team_threads(nn::kHeadLanes);
-static_assert(team_threads(nn::kFewestHeadLanes) >= kSamples, "a thread per sample");
+// A team's threads for S samples when its groups have `lanes` threads each (the host's team:
+// one thread): every group at once, up to kTeam.
+constexpr int team_threads(int samples, int lanes) {
+  return nn::kHeadLanes == 1
+             ? 1
+             : (units(samples) / kWarpRows * lanes < kTeam ? units(samples) / kWarpRows * lanes
+                                                           : kTeam);
+}
+static_assert(team_threads(kFewSamples, nn::kFewestHeadLanes) >= kSampleLanes,
+              "the first warp whole");
 constexpr int kTotals = 3;  // loss, Q, non-finite; then one sum per head output
 
 // A team of at most kTeam threads per block, at least two blocks of kTeam a multiprocessor (the
@@ -61,18 +75,18 @@ struct Row {
   }
 };
 
-KOKKOS_INLINE_FUNCTION constexpr std::size_t q_floats(int width) {
-  return static_cast<std::size_t>(kUnits) * width;
+KOKKOS_INLINE_FUNCTION constexpr std::size_t q_floats(int samples, int width) {
+  return static_cast<std::size_t>(units(samples)) * width;
 }
 KOKKOS_INLINE_FUNCTION constexpr std::size_t sum_doubles(int width) {
-  return static_cast<std::size_t>(kTotals + width) *
-         (kSumThreads > kSamples ? kSumThreads : kSamples);
+  return static_cast<std::size_t>(kTotals + width) * kSumThreads;
 }
 
 // W head outputs (a constant, so that the loops over them unroll into registers); whole packs
-// of the head's rows and weights when Whole (nn::head_packs).
-template <int W, bool Whole, class T>
+// of the head's rows and weights when Whole (nn::head_packs); S samples a team.
+template <int W, bool Whole, class T, int S>
 struct TdLossKernel {
+  static constexpr int kUnits = units(S), kGroups = kUnits / kWarpRows;
   nn::HeadInputs<T> head;
   std::size_t batch_size, rows;
   gemm::StridedBatch<float> q;
@@ -84,30 +98,27 @@ struct TdLossKernel {
   int lanes;                                     // a group's threads (nn::head_lanes)
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
-    using Floats = TeamScratch<float>;
-    using Doubles = TeamScratch<double>;
-    const Floats qs(member.team_scratch(0), q_floats(W));
-    const Doubles values(member.team_scratch(0), sum_doubles(W));
+    const TeamScratch<float> qs(member.team_scratch(0), q_floats(S, W));
     const int n = member.team_size(), rank = member.team_rank();
     const int lane = rank % lanes;
     const std::size_t m = static_cast<std::size_t>(member.league_rank() / teams);
     const int team = member.league_rank() % teams;
-    const std::size_t b = batch_size, first = static_cast<std::size_t>(team) * kSamples;
+    const std::size_t b = batch_size, first = static_cast<std::size_t>(team) * S;
     const std::size_t entry = m * b;  // the member's first batch entry
     const std::size_t members = gradient.learners();
     const double delta = settings(m).huber_delta;
     const int actions = static_cast<int>(head.actions());
-    // Unit u: evaluation u / kSamples (3: a further row) of sample or row u % kSamples.
+    // Unit u: evaluation u / S (3: a further row) of sample or row u % S.
     auto unit_row = [&](int u, std::size_t& copy, std::size_t& row) {
-      const int e = u / kSamples;
-      const std::size_t i = first + static_cast<std::size_t>(u % kSamples);
+      const int e = u / S;
+      const std::size_t i = first + static_cast<std::size_t>(u % S);
       copy = e == 2 ? members + m : m;
       row = e == 0 ? i : (e < kEvaluations ? b + i : 2 * b + i);
       return e < kEvaluations ? i < b : 2 * b + i < rows;
     };
     // This thread's sample's batch entry, loaded before the heads (its loads overlap theirs).
     const std::size_t mine = first + static_cast<std::size_t>(rank);
-    const bool sampled = rank < kSamples && mine < b;
+    const bool sampled = rank < S && mine < b;
     const int taken_entry = sampled ? static_cast<int>(batch.action(entry + mine)) : -1;
     const float return_entry = sampled ? batch.return_n(entry + mine) : 0.0f;
     const float discount_entry = sampled ? batch.discount(entry + mine) : 0.0f;
@@ -143,47 +154,39 @@ struct TdLossKernel {
       }
     }
     member.team_barrier();
-    // The team's samples, a thread each.
-    if (rank < kSamples) {
-      const int s = rank;
-      const std::size_t i = mine;
-      double loss = 0.0, q_taken = 0.0, non_finite = 0.0;
-      float dq = 0.0f;
-      int taken = -1;
-      if (i < b) {
-        auto q_of = [&](int e, int a) { return qs(((e * kSamples) + s) * W + a); };
-        int best = 0;
-        for (int a = 1; a < W; ++a) {
-          if (a < actions && q_of(1, a) > q_of(1, best))
-            best = a;
-        }
-        taken = taken_entry;
-        const double target =
-            static_cast<double>(return_entry) +
-            static_cast<double>(discount_entry) * static_cast<double>(q_of(2, best));
-        q_taken = taken >= 0 && taken < actions ? q_of(0, taken) : 0.0f;
-        const double d = q_taken - target;
-        const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
-        dq = static_cast<float>(clipped / static_cast<double>(b));
-        gradient.write_row(m, i, OneHot{taken, dq});
-        loss = huber(d, delta);
-        if (!(compat::kmath::fabs(d) <= compat::max_double))
-          non_finite = 1.0;
+    // The team's samples, a lane of the first warp each (the warp's every lane adds).
+    if (rank >= kSampleLanes)
+      return;
+    const int s = rank;
+    double v[kTotals + W] = {};  // loss, Q, non-finite, then d loss / d Q per output
+    if (sampled) {
+      auto q_of = [&](int e, int a) { return qs(((e * S) + s) * W + a); };
+      int best = 0;
+      for (int a = 1; a < W; ++a) {
+        if (a < actions && q_of(1, a) > q_of(1, best))
+          best = a;
       }
-      values(s) = loss;
-      values(kSamples + s) = q_taken;
-      values(2 * kSamples + s) = non_finite;
+      const int taken = taken_entry;
+      const double target =
+          static_cast<double>(return_entry) +
+          static_cast<double>(discount_entry) * static_cast<double>(q_of(2, best));
+      const double q_taken = taken >= 0 && taken < actions ? q_of(0, taken) : 0.0f;
+      const double d = q_taken - target;
+      const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
+      const float dq = static_cast<float>(clipped / static_cast<double>(b));
+      gradient.write_row(m, mine, OneHot{taken, dq});
+      v[0] = huber(d, delta);
+      v[1] = q_taken;
+      v[2] = compat::kmath::fabs(d) <= compat::max_double ? 0.0 : 1.0;
       for (int a = 0; a < W; ++a)
-        values((kTotals + a) * kSamples + s) = a == taken ? static_cast<double>(dq) : 0.0;
+        v[kTotals + a] = a == taken ? static_cast<double>(dq) : 0.0;
     }
-    member.team_barrier();
+    nn::lane_sums<kTotals + W>(v, S);  // the first warp's samples, in a butterfly
+    if (rank != 0)
+      return;
     const std::size_t base = m * static_cast<std::size_t>(kTotals + W) * teams;
-    for (int k = rank; k < kTotals + W; k += n) {
-      double total = 0.0;
-      for (int s = 0; s < kSamples; ++s)
-        total += values(k * kSamples + s);
-      partials(base + static_cast<std::size_t>(k) * teams + team) = total;
-    }
+    for (int k = 0; k < kTotals + W; ++k)
+      partials(base + static_cast<std::size_t>(k) * teams + team) = v[k];
   }
 };
 
@@ -222,10 +225,26 @@ struct TdSumKernel {
   }
 };
 
-// Teams for a batch of b samples and `further` further rows.
-int team_count(std::size_t b, std::size_t further) {
+// Teams for a batch of b samples and `further` further rows at `samples` samples a team.
+int team_count(std::size_t b, std::size_t further, int samples) {
   const std::size_t most = b > further ? b : further;
-  return static_cast<int>((most + kSamples - 1) / kSamples);
+  const std::size_t per_team = static_cast<std::size_t>(samples);
+  return static_cast<int>((most + per_team - 1) / per_team);
+}
+
+// Calls f(std::integral_constant<int, S>()) for the samples a team takes when the members'
+// batches have `samples` samples in all (one constant where kFewSamples is kManySamples).
+template <class F>
+void with_team_samples(std::size_t samples, const F& f) {
+  if constexpr (kFewSamples == kManySamples) {
+    (void)samples;
+    f(std::integral_constant<int, kFewSamples>());
+  } else {
+    if (samples >= kManyFrom)
+      f(std::integral_constant<int, kManySamples>());
+    else
+      f(std::integral_constant<int, kFewSamples>());
+  }
 }
 
 }  // namespace
@@ -238,7 +257,7 @@ TdLoss::TdLoss(const ExecSpace& space, std::size_t members, std::size_t batch_si
       m_width(width),
       m_partials(Kokkos::view_alloc(space, std::string("dqntrader::train::td_partials")),
                  members * (kTotals + width) *
-                     static_cast<std::size_t>(team_count(batch_size, further))) {}
+                     static_cast<std::size_t>(team_count(batch_size, further, kFewSamples))) {}
 
 template <class T>
 TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>& head,
@@ -258,19 +277,21 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
                      std::to_string(b) + " samples over " + std::to_string(rows) +
                      " rows do not fit the buffers");
   }
-  const int teams = team_count(b, rows - 2 * b);
   const int lanes = nn::head_lanes(head.hidden.extent(2));
-  const int team = team_threads(lanes);
-  nn::with_head_width(head.width, [&](auto width) {
-    with_whole_packs(nn::head_packs(head), [&](auto whole) {
-      constexpr int W = decltype(width)::value;
-      Policy policy(space, static_cast<int>(members) * teams, team);
-      policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(q_floats(W)) +
-                                                 TeamScratch<double>::shmem_size(sum_doubles(W))));
-      Kokkos::parallel_for(
-          "dqntrader::train::td_loss", recordable(policy),
-          TdLossKernel<W, decltype(whole)::value, T>{head, b, rows, q, batch, settings, gradient,
-                                                     m_partials, teams, lanes});
+  int teams = 0;
+  with_team_samples(members * b, [&](auto samples) {
+    constexpr int S = decltype(samples)::value;
+    teams = team_count(b, rows - 2 * b, S);
+    nn::with_head_width(head.width, [&](auto width) {
+      with_whole_packs(nn::head_packs(head), [&](auto whole) {
+        constexpr int W = decltype(width)::value;
+        Policy policy(space, static_cast<int>(members) * teams, team_threads(S, lanes));
+        policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(q_floats(S, W))));
+        Kokkos::parallel_for(
+            "dqntrader::train::td_loss", recordable(policy),
+            TdLossKernel<W, decltype(whole)::value, T, S>{head, b, rows, q, batch, settings,
+                                                          gradient, m_partials, teams, lanes});
+      });
     });
   });
   return Partials{m_partials, teams, head.width};
