@@ -130,7 +130,7 @@ fi
 if want racecheck; then
   # racecheck over the evaluator's scans on small inputs (the suite's scan tests do not finish
   # under it): a built-in policy's backtest (the metrics scans) and a one-epoch training run
-  # (its validation: Q-values, the position scan, the metrics scans).
+  # (its validation: Q-values, the position scan, the metrics scans); then the TD loss oracle.
   dqn=$build/dqntrader
   "$dqn" synth --bars 2000 --seed 3 --out "$out/racecheck.csv" >/dev/null
   timeout 40 compute-sanitizer --tool racecheck --error-exitcode 9 "$dqn" backtest \
@@ -140,6 +140,10 @@ if want racecheck; then
     --synth-bars 1200 --epochs 1 --steps-per-epoch 2 --learning-starts 64 --hidden 8 \
     --probe-interval 0 --out "$runs/racecheck-run" >"$out/racecheck-train.log" 2>&1
   echo "racecheck train exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-train.log"
+  # The TD loss's teams at both sample counts (the oracle's batches of 203 and 8,203 samples).
+  timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 $build/tests/dqntrader_tests \
+    --gtest_filter='*TdLossOracle*' >"$out/racecheck-td-loss.log" 2>&1
+  echo "racecheck td loss exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-td-loss.log"
 fi
 if want detail; then
   # One training step's kernels (at the EPOCH shape, after the first 1,500 kernels) with Nsight
