@@ -40,13 +40,15 @@ constexpr int kEvaluations = 3;  // online on s, online on s', target on s'
 KOKKOS_INLINE_FUNCTION constexpr int units(int samples) {
   return (kEvaluations + 1) * samples;
 }
+// The groups of a team of S samples: kWarpRows of its units each.
+KOKKOS_INLINE_FUNCTION constexpr int groups(int samples) {
+  return units(samples) / kWarpRows;
+}
 // A team's threads for S samples when its groups have `lanes` threads each (the host's team:
 // one thread): every group at once, up to kTeam.
 constexpr int team_threads(int samples, int lanes) {
-  return nn::kHeadLanes == 1
-             ? 1
-             : (units(samples) / kWarpRows * lanes < kTeam ? units(samples) / kWarpRows * lanes
-                                                           : kTeam);
+  const int all = groups(samples) * lanes;
+  return nn::kHeadLanes == 1 ? 1 : (all < kTeam ? all : kTeam);
 }
 static_assert(team_threads(kFewSamples, nn::kFewestHeadLanes) >= kSampleLanes,
               "the first warp whole");
@@ -86,7 +88,7 @@ KOKKOS_INLINE_FUNCTION constexpr std::size_t sum_doubles(int width) {
 // of the head's rows and weights when Whole (nn::head_packs); S samples a team.
 template <int W, bool Whole, class T, int S>
 struct TdLossKernel {
-  static constexpr int kUnits = units(S), kGroups = kUnits / kWarpRows;
+  static constexpr int kGroups = groups(S);
   nn::HeadInputs<T> head;
   std::size_t batch_size, rows;
   gemm::StridedBatch<float> q;
