@@ -1010,6 +1010,7 @@ TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
   guard.check(space, state, q, loss);
   Kokkos::deep_copy(loss, train::LossSums{0.5, 1.0, 1.0});
   Kokkos::deep_copy(state.target, 2e6f);
+  Kokkos::deep_copy(guard.target_changed(), 1);  // as a target update does
   guard.check(space, state, q, loss);
   Kokkos::deep_copy(counters, guard.counters());
   EXPECT_EQ(counters(0).restores, 3);
@@ -1039,6 +1040,54 @@ TEST(TrainingGuard, RestoresTheLastGoodSnapshotOnANanWeight) {
   EXPECT_EQ(counters(0).restores, 6);
   EXPECT_EQ(counters(0).consecutive, 1);
   EXPECT_EQ(download(state.online), std::vector<float>(n, 3.0f));
+}
+
+// The guard copies a target into its snapshot only when it may have changed since the last
+// check: a target update between checks is in the snapshot that a later restore brings back,
+// also after checks that found the target unchanged.
+TEST(TrainingGuard, RestoresTheTargetOfTheLastUpdateBeforeTheLastGoodCheck) {
+  const ExecSpace space;
+  const std::size_t k = 2, n = 6;
+  auto make = [&](float value) { return upload(std::vector<float>(k * n, value)); };
+  train::LearnerState<float> state{make(1.0f), make(2.0f), make(0.1f), make(0.01f), {}, {}};
+  train::TrainingGuard guard(space, nn::MemberVectors{k, n, n}, 1e6);
+  Kokkos::View<train::LossSums*, DeviceMemory> loss("test::loss", k);
+  Kokkos::deep_copy(loss, train::LossSums{0.5, 1.0, 1.0});
+  MatrixBatch<float> q("test::q", k, 2, 3);
+  guard.snapshot(space, state);
+  EXPECT_EQ(download(guard.target_changed()), std::vector<int>(k, 0));
+  // Member 0's target is updated (and marked), then checked good twice.
+  auto target = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), state.target);
+  for (std::size_t j = 0; j < n; ++j)
+    target(j) = 3.0f;
+  Kokkos::deep_copy(state.target, target);
+  auto changed = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), guard.target_changed());
+  changed(0) = 1;
+  Kokkos::deep_copy(guard.target_changed(), changed);
+  guard.check(space, state, q, loss);
+  EXPECT_EQ(download(guard.target_changed()), std::vector<int>(k, 0));
+  guard.check(space, state, q, loss);
+  // Both members go bad: each gets its last good target back.
+  Kokkos::deep_copy(state.online, std::numeric_limits<float>::quiet_NaN());
+  Kokkos::deep_copy(state.target, 5.0f);
+  Kokkos::deep_copy(guard.target_changed(), 1);
+  guard.check(space, state, q, loss);
+  const std::vector<float> restored = download(state.target);
+  for (std::size_t j = 0; j < n; ++j) {
+    EXPECT_EQ(restored[j], 3.0f) << "member 0: the updated target";
+    EXPECT_EQ(restored[n + j], 2.0f) << "member 1: the first target";
+  }
+  EXPECT_EQ(download(state.online), std::vector<float>(k * n, 1.0f));
+  EXPECT_EQ(download(guard.target_changed()), std::vector<int>(k, 0));
+  // An unchanged target beyond the limit was found good before; a changed one is checked.
+  changed(0) = 0;
+  changed(1) = 1;
+  Kokkos::deep_copy(guard.target_changed(), changed);
+  Kokkos::deep_copy(state.target, 2e6f);
+  guard.check(space, state, q, loss);
+  const auto counters = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), guard.counters());
+  EXPECT_EQ(counters(0).restores, 1);
+  EXPECT_EQ(counters(1).restores, 2);
 }
 
 // --- learning, for real ------------------------------------------------------------------------

@@ -36,7 +36,8 @@ double seconds_since(Clock::time_point start) {
 // The target networks' updates that are due, each with its working copy, member m's vectors
 // of n values at m * stride: with soft, every active member with tau > 0 gets target = tau *
 // online + (1 - tau) * target; without, every active member with hard updates whose period
-// divides learning_steps gets target = online.
+// divides learning_steps gets target = online. Each member updated gets changed(m) = 1 (the
+// guard's flag).
 template <class T>
 void update_targets(const ExecSpace& space,
                     const Kokkos::View<const MemberSettings*, DeviceMemory>& m,
@@ -44,7 +45,8 @@ void update_targets(const ExecSpace& space,
                     const Kokkos::View<const float*, DeviceMemory>& online,
                     const Kokkos::View<float*, DeviceMemory>& target,
                     const Kokkos::View<T*, DeviceMemory>& working, std::size_t working_target,
-                    std::size_t n, std::size_t stride, bool soft, std::int64_t learning_steps) {
+                    std::size_t n, std::size_t stride, bool soft, std::int64_t learning_steps,
+                    const Kokkos::View<int*, DeviceMemory>& changed) {
   const bool write_working = working.extent(0) > 0;
   Kokkos::parallel_for(
       soft ? "dqntrader::train::soft_update" : "dqntrader::train::hard_update",
@@ -60,12 +62,16 @@ void update_targets(const ExecSpace& space,
             return;
           const float v = tau * online(at) + (1.0f - tau) * target(at);
           target(at) = v;
+          if (i % n == 0)
+            changed(k) = 1;
           if (write_working)
             store(working(working_target + at), v);
         } else {
           if (s.tau > 0.0 || learning_steps % s.target_update != 0)
             return;
           target(at) = online(at);
+          if (i % n == 0)
+            changed(k) = 1;
           if (write_working)
             working(working_target + at) = working(at);
         }
@@ -517,7 +523,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     update_targets(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
                    Kokkos::View<const int*, DeviceMemory>(m_active),
                    Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
-                   count() * m_stride, p, m_stride, false, learning);
+                   count() * m_stride, p, m_stride, false, learning, m_guard->target_changed());
   }
 
   // Takes up to `left` steps and returns how many: one recorded cycle of graph_steps steps
@@ -679,7 +685,8 @@ class EngineImpl final : public DqnTrainer::Engine {
       update_targets(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
                      Kokkos::View<const int*, DeviceMemory>(m_active),
                      Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
-                     count() * m_stride, p, m_stride, true, m_learning_steps);
+                     count() * m_stride, p, m_stride, true, m_learning_steps,
+                     m_guard->target_changed());
     }
     if (!m_recording)
       hard_updates(m_learning_steps);

@@ -20,52 +20,62 @@ TrainingGuard::TrainingGuard(const ExecSpace& space, const nn::MemberVectors& la
   m_second = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::snapshot_v"), extent);
   m_violation =
       Kokkos::View<int*, DeviceMemory>(alloc("dqntrader::train::violation"), layout.members);
+  m_target_changed =
+      Kokkos::View<int*, DeviceMemory>(alloc("dqntrader::train::target_changed"), layout.members);
   m_counters = Kokkos::View<GuardCounters*, DeviceMemory>(alloc("dqntrader::train::guard_counters"),
                                                           layout.members);
+  Kokkos::deep_copy(space, m_target_changed, 1);  // no snapshot yet
 }
 
 namespace {
 // A guard pass's teams: kGuardThreads threads each (one on the host), each taking a tile of
-// kGuardTile values of one member, kGuardAhead values (kGuardThreads apart) at a time.
+// Tile values of one member, Ahead values (kGuardThreads apart) at a time.
 #if defined(DQNTRADER_BACKEND_CUDA)
-constexpr std::size_t kGuardThreads = 256, kGuardRounds = 1;
+constexpr std::size_t kGuardThreads = 256;
 #else
-constexpr std::size_t kGuardThreads = 1, kGuardRounds = 256;
+constexpr std::size_t kGuardThreads = 1;
 #endif
-constexpr int kGuardAhead = 8;
-constexpr std::size_t kGuardTile = kGuardThreads * kGuardAhead * kGuardRounds;
 
-// Calls use(m, j, load(m, j)) for every value j < per of every member m < members, on space;
-// does not wait. A thread loads kGuardAhead values before it uses any, so that their loads
-// overlap (a value's use may store, which would keep the next value's load behind it).
-template <class Load, class Use>
+// Calls use(plan, m, j, load(plan, m, j)) for every value j < per of every member m <
+// members, with plan = prepare(m) worked out once a team (a team's values are one member's);
+// on space, does not wait. A thread loads Ahead values before it uses any, so that their
+// loads overlap (a value's use may store, which would keep the next value's load behind it).
+template <int Ahead, std::size_t Tile, class Prepare, class Load, class Use>
 void for_each_member_value(const char* label, const ExecSpace& space, std::size_t members,
-                           std::size_t per, const Load& load, const Use& use) {
+                           std::size_t per, const Prepare& prepare, const Load& load,
+                           const Use& use) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  const std::size_t tiles = (per + kGuardTile - 1) / kGuardTile;
+  const std::size_t tiles = (per + Tile - 1) / Tile;
   Kokkos::parallel_for(
       label,
       recordable(Policy(space, static_cast<int>(members * tiles), static_cast<int>(kGuardThreads))),
       KOKKOS_LAMBDA(const Policy::member_type& team) {
         const std::size_t league = static_cast<std::size_t>(team.league_rank());
-        const std::size_t m = league / tiles, first = league % tiles * kGuardTile;
-        const std::size_t end = first + kGuardTile < per ? first + kGuardTile : per;
+        const std::size_t m = league / tiles, first = league % tiles * Tile;
+        const std::size_t end = first + Tile < per ? first + Tile : per;
+        const auto plan = prepare(m);
         for (std::size_t j0 = first + static_cast<std::size_t>(team.team_rank()); j0 < end;
-             j0 += kGuardThreads * kGuardAhead) {
-          decltype(load(m, j0)) values[kGuardAhead];
-          for (int a = 0; a < kGuardAhead; ++a) {
+             j0 += kGuardThreads * Ahead) {
+          decltype(load(plan, m, j0)) values[Ahead];
+          for (int a = 0; a < Ahead; ++a) {
             const std::size_t j = j0 + static_cast<std::size_t>(a) * kGuardThreads;
             if (j < end)
-              values[a] = load(m, j);
+              values[a] = load(plan, m, j);
           }
-          for (int a = 0; a < kGuardAhead; ++a) {
+          for (int a = 0; a < Ahead; ++a) {
             const std::size_t j = j0 + static_cast<std::size_t>(a) * kGuardThreads;
             if (j < end)
-              use(m, j, values[a]);
+              use(plan, m, j, values[a]);
           }
         }
       });
 }
+
+// What the restore-or-snapshot pass does to one member: nothing (a stopped member), restore
+// (found bad) or snapshot; its target too when it is restored or may have changed.
+struct Plan {
+  bool skip = false, bad = false, target = false;
+};
 
 // A parameter's four values: the network's online and target, Adam's two moments.
 struct Held {
@@ -90,15 +100,25 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
   // value out of bounds sets its member's to 1, the only value any thread writes, so the
   // result does not depend on the order (no reduction, no sums across teams: one short pass).
   const auto violation = m_violation;
-  for_each_member_value(
+  // A target that has not changed since the last check was found good then (or restored from
+  // the snapshot, which was): it is neither checked nor copied again.
+  const auto changed = m_target_changed;
+  // On CUDA a thread loads 16 values of one array at once, a team's tile in one round (58
+  // registers: four teams a multiprocessor); the restore-or-snapshot pass below loads four
+  // arrays' values, four of each, twice a tile (eight of each would take 96 registers: two
+  // teams a multiprocessor).
+  for_each_member_value<16, 4096>(
       "dqntrader::train::guard_check", space, members, per,
-      KOKKOS_LAMBDA(const std::size_t m, const std::size_t j) {
+      KOKKOS_LAMBDA(const std::size_t m) { return changed(m) != 0; },
+      KOKKOS_LAMBDA(const bool target_changed, const std::size_t m, const std::size_t j) {
         const std::size_t at = m * stride;
-        return j < n ? online(at + j)
-                     : (j < 2 * n ? target(at + j - n)
-                                  : q(m, (j - 2 * n) / q_cols, (j - 2 * n) % q_cols));
+        if (j < n)
+          return online(at + j);
+        if (j < 2 * n)
+          return target_changed ? target(at + j - n) : 0.0f;
+        return q(m, (j - 2 * n) / q_cols, (j - 2 * n) % q_cols);
       },
-      KOKKOS_LAMBDA(const std::size_t m, const std::size_t, const float x) {
+      KOKKOS_LAMBDA(const bool, const std::size_t m, const std::size_t, const float x) {
         if (!(compat::kmath::fabs(static_cast<double>(x)) <= limit))  // NaN fails it
           Kokkos::atomic_fetch_max(&violation(m), 1);
       });
@@ -110,24 +130,29 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
              target_working = s.target_working.extent(0) >= extent;
   // A member found bad gets its snapshot back, a good one's state becomes the snapshot; a
   // stopped member is left as it is.
-  auto bad = KOKKOS_LAMBDA(const std::size_t m) {
-    return violation(m) != 0 || !(loss(m).finite > 0.0);
-  };
-  for_each_member_value(
+  for_each_member_value<4, 2048>(
       "dqntrader::train::guard_restore_or_snapshot", space, members, n,
-      KOKKOS_LAMBDA(const std::size_t m, const std::size_t j) {
-        const std::size_t at = m * stride + j;
-        if (!all_active && active(m) == 0)
-          return Held{};
-        if (bad(m))
-          return Held{snap_online(at), snap_target(at), snap_first(at), snap_second(at)};
-        return Held{s.online(at), s.target(at), s.first_moment(at), s.second_moment(at)};
+      KOKKOS_LAMBDA(const std::size_t m) {
+        Plan plan;
+        plan.skip = !all_active && active(m) == 0;
+        plan.bad = violation(m) != 0 || !(loss(m).finite > 0.0);
+        plan.target = plan.bad || changed(m) != 0;
+        return plan;
       },
-      KOKKOS_LAMBDA(const std::size_t m, const std::size_t j, const Held& h) {
+      KOKKOS_LAMBDA(const Plan& plan, const std::size_t m, const std::size_t j) {
         const std::size_t at = m * stride + j;
-        if (!all_active && active(m) == 0)
+        if (plan.skip)
+          return Held{};
+        if (plan.bad)
+          return Held{snap_online(at), snap_target(at), snap_first(at), snap_second(at)};
+        return Held{s.online(at), plan.target ? s.target(at) : 0.0f, s.first_moment(at),
+                    s.second_moment(at)};
+      },
+      KOKKOS_LAMBDA(const Plan& plan, const std::size_t m, const std::size_t j, const Held& h) {
+        const std::size_t at = m * stride + j;
+        if (plan.skip)
           return;
-        if (bad(m)) {
+        if (plan.bad) {
           s.online(at) = h.online;
           s.target(at) = h.target;
           s.first_moment(at) = h.first;
@@ -138,7 +163,8 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
             store(s.target_working(at), h.target);
         } else {
           snap_online(at) = h.online;
-          snap_target(at) = h.target;
+          if (plan.target)
+            snap_target(at) = h.target;
           snap_first(at) = h.first;
           snap_second(at) = h.second;
         }
@@ -156,6 +182,7 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
           } else {
             c.consecutive = 0;
           }
+          changed(m) = 0;  // the target is the snapshot's, good or restored
         }
         violation(m) = 0;  // for the next check
       });
@@ -176,6 +203,8 @@ void TrainingGuard::load(const std::vector<io::Section>& sections,
   io::load(sections, "guard_m", m_first, source);
   io::load(sections, "guard_v", m_second, source);
   io::load(sections, "guard_counters", m_counters, source);
+  // Whether the loaded targets are the loaded snapshot's is not saved: check and copy them.
+  Kokkos::deep_copy(m_target_changed, 1);
 }
 
 template <class T>
@@ -188,6 +217,7 @@ void TrainingGuard::snapshot(const ExecSpace& space, const LearnerState<T>& stat
   Kokkos::deep_copy(space, m_target, first(state.target));
   Kokkos::deep_copy(space, m_first, first(state.first_moment));
   Kokkos::deep_copy(space, m_second, first(state.second_moment));
+  Kokkos::deep_copy(space, m_target_changed, 0);
 }
 
 template void TrainingGuard::snapshot<float>(const ExecSpace&, const LearnerState<float>&) const;

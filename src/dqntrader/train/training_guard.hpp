@@ -2,8 +2,10 @@
 // (one agent: a population of one) that its loss is finite and that every weight and its last
 // Q-values are finite and within a bound. On a violation the member's whole learner state
 // (online and target parameters, Adam's moments, the working copies) is restored from its
-// last good snapshot, device to device, and counted; otherwise its snapshot is refreshed. The
-// members never affect each other, and the host never waits for the check.
+// last good snapshot, device to device, and counted; otherwise its snapshot is refreshed. A
+// target network that its updates have not marked since the last check is the snapshot's and
+// was found good then: it is neither checked nor copied again. The members never affect each
+// other, and the host never waits for the check.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +55,11 @@ class TrainingGuard {
 
   Kokkos::View<GuardCounters*, DeviceMemory> counters() const { return m_counters; }
 
+  /// Per member: 1 when its target network may have changed since the last check (or the
+  /// snapshot), 0 when it is the snapshot's. Whatever writes a member's target sets its flag;
+  /// a check skips (neither checks nor copies) the targets whose flag is 0, and clears it.
+  Kokkos::View<int*, DeviceMemory> target_changed() const { return m_target_changed; }
+
   /// The snapshot and counters as checkpoint sections, and back.
   void save(std::vector<io::Section>& out) const;
   void load(const std::vector<io::Section>& sections, const std::string& source) const;
@@ -61,7 +68,8 @@ class TrainingGuard {
   nn::MemberVectors m_layout;
   double m_limit;
   Kokkos::View<float*, DeviceMemory> m_online, m_target, m_first, m_second;
-  Kokkos::View<int*, DeviceMemory> m_violation;  // per member
+  Kokkos::View<int*, DeviceMemory> m_violation;       // per member
+  Kokkos::View<int*, DeviceMemory> m_target_changed;  // per member
   Kokkos::View<GuardCounters*, DeviceMemory> m_counters;
 };
 
