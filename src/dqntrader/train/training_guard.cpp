@@ -72,7 +72,7 @@ void for_each_member_value(const char* label, const ExecSpace& space, std::size_
 }
 
 // What the restore-or-snapshot pass does to one member: nothing (a stopped member), restore
-// (found bad) or snapshot; its target too when it is restored or may have changed.
+// (found bad: every value) or snapshot (its target too when it may have changed).
 struct Plan {
   bool skip = false, bad = false, target = false;
 };
@@ -136,7 +136,7 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
         Plan plan;
         plan.skip = !all_active && active(m) == 0;
         plan.bad = violation(m) != 0 || !(loss(m).finite > 0.0);
-        plan.target = plan.bad || changed(m) != 0;
+        plan.target = changed(m) != 0;
         return plan;
       },
       KOKKOS_LAMBDA(const Plan& plan, const std::size_t m, const std::size_t j) {
