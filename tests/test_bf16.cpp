@@ -7,9 +7,11 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "dqntrader/core/bf16.hpp"
+#include "dqntrader/core/packs.hpp"
 #include "test_support.hpp"
 
 namespace dqntrader {
@@ -97,33 +99,76 @@ TEST(Bf16, WideningIsExact) {
   }
 }
 
+// values rounded in device code, one by one (to_bf16) and eight at a time (pack_of, which on
+// CUDA converts two values an instruction): [0, n) and [n, 2n) of the result.
 std::vector<std::uint16_t> round_on_device(const std::vector<float>& values) {
   const std::size_t n = values.size();
+  if (n % kPack != 0)
+    throw std::invalid_argument("round_on_device: whole packs only");
   Kokkos::View<float*, DeviceMemory> input("test::input", n);
-  Kokkos::View<std::uint16_t*, DeviceMemory> output("test::output", n);
+  Kokkos::View<std::uint16_t*, DeviceMemory> output("test::output", 2 * n);
   auto input_host = Kokkos::create_mirror_view(input);
   for (std::size_t i = 0; i < n; ++i)
     input_host(i) = values[i];
   Kokkos::deep_copy(input, input_host);
   Kokkos::parallel_for(
-      "dqntrader::test::to_bf16", Kokkos::RangePolicy<ExecSpace>(0, n),
-      KOKKOS_LAMBDA(const int i) { output(i) = to_bf16(input(i)).bits; });
+      "dqntrader::test::to_bf16", Kokkos::RangePolicy<ExecSpace>(0, n / kPack),
+      KOKKOS_LAMBDA(const int p) {
+        float x[kPack];
+        for (int i = 0; i < kPack; ++i) {
+          x[i] = input(p * kPack + i);
+          output(p * kPack + i) = to_bf16(x[i]).bits;
+        }
+        const Pack<bf16> pack = pack_of<bf16>(x);
+        for (int i = 0; i < kPack; ++i)
+          output(n + p * kPack + i) = pack.v[i].bits;
+      });
   auto output_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), output);
-  return std::vector<std::uint16_t>(output_host.data(), output_host.data() + n);
+  return std::vector<std::uint16_t>(output_host.data(), output_host.data() + 2 * n);
 }
 
-// The device rounds exactly as the host does.
+// The device rounds exactly as the host does, one value at a time and a pack at a time: random
+// values, any finite bit patterns (subnormals and large exponents too), ties, the largest
+// floats (which round to infinity); infinities stay; a NaN stays a NaN.
 TEST(Bf16, DeviceMatchesHost) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));
   std::mt19937_64 rng(seed);
-  const std::size_t n = 1 << 16;
-  std::vector<float> values = testing::random_values(rng, n);
-  for (std::size_t i = 0; i < n; i += 2)
+  std::vector<float> values = testing::random_values(rng, 1 << 15);
+  for (std::size_t i = 0; i < values.size(); i += 2)
     values[i] *= 1e30f;  // exercise large exponents
+  std::uniform_int_distribution<std::uint32_t> any_bits;
+  while (values.size() < (1u << 16)) {
+    const float x = from_bits(any_bits(rng));
+    if (std::isfinite(x))
+      values.push_back(x);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float x : {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f), from_bits(0x00008000u),
+                  from_bits(0x00018000u), from_bits(0x00000001u), -0.0f, 0.0f,
+                  std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(), inf,
+                  -inf, nan, -nan})
+    values.push_back(x);
+  values.push_back(from_bits(0x7f800001u));  // a NaN whose payload is in the low bits alone
+  while (values.size() % kPack != 0)
+    values.push_back(1.0f);
+  const std::size_t n = values.size();
   const std::vector<std::uint16_t> rounded = round_on_device(values);
   for (std::size_t i = 0; i < n; ++i) {
-    ASSERT_EQ(rounded[i], reference_bf16(values[i])) << "x = " << values[i];
+    const float x = values[i];
+    for (std::size_t form = 0; form < 2; ++form) {
+      const std::uint16_t bits = rounded[form * n + i];
+      if (std::isnan(x)) {
+        EXPECT_TRUE(std::isnan(to_float(bf16{bits}))) << "form " << form;
+      } else if (std::isinf(x)) {
+        EXPECT_EQ(to_float(bf16{bits}), x) << "form " << form;
+      } else {
+        ASSERT_EQ(bits, reference_bf16(x))
+            << "x = " << x << " bits " << std::hex << bits_of(x) << " form " << form;
+      }
+    }
   }
 }
 

@@ -147,15 +147,22 @@ if want racecheck; then
 fi
 if want detail; then
   # One training step's kernels (at the EPOCH shape, after the first 1,500 kernels) with Nsight
-  # Compute's throughput, launch, occupancy and warp-state sections: why a kernel of ours takes
-  # the time the profile step shows (what its warps wait on). DETAIL_SHAPE=default takes a step
-  # of a sweep of 64 members of the train defaults' network instead.
+  # Compute's throughput, launch, occupancy, memory and warp-state sections: why a kernel of
+  # ours takes the time the profile step shows (what its warps wait on). DETAIL_SHAPE=default
+  # takes a step of a sweep of 64 members of the train defaults' network instead, and
+  # DETAIL_SHAPE=pop one of 16 members at the EPOCH shape (as pop-profile).
   sections=(--section SpeedOfLight --section LaunchStats --section Occupancy
-    --section WarpStateStats --print-kernel-base function)
-  if [ "${DETAIL_SHAPE:-EPOCH}" = default ]; then
+    --section WarpStateStats --section MemoryWorkloadAnalysis --print-kernel-base function)
+  if [ "${DETAIL_SHAPE:-EPOCH}" != EPOCH ]; then
+    if [ "$DETAIL_SHAPE" = default ]; then
+      shape=(--seeds 1-64 --population 64)
+    else
+      shape=(--seeds 1-16 --population 16 --hidden 512,512,512 --batch-size 1024
+        --environments 256 --return-window 56 --learning-starts 1024 --target-update 1000)
+    fi
     "$build/dqntrader" synth --bars 40000 --seed 1 --out "$runs/detail.dqnbars" >/dev/null
     timeout 200 ncu --clock-control none --cache-control none "${sections[@]}" \
-      --launch-skip 1500 --launch-count 16 $build/dqntrader sweep --seeds 1-64 --population 64 \
+      --launch-skip 1500 --launch-count 24 $build/dqntrader sweep "${shape[@]}" \
       --data "$runs/detail.dqnbars" --steps-per-epoch 300 --epochs 1 --out "$runs/detail-run" \
       >"$out/detail.txt" 2>"$out/detail.err"
   else

@@ -1,10 +1,16 @@
-// bfloat16 storage: the upper 16 bits of an IEEE-754 binary32. Conversions are written
-// out so that host and device code round identically (to nearest, ties to even).
+// bfloat16 storage: the upper 16 bits of an IEEE-754 binary32. Conversions round to nearest,
+// ties to even: on the host written out, in CUDA device code by the hardware's conversion (one
+// instruction), which gives the same bf16 for every value but a NaN, which stays a quiet NaN
+// whose payload may differ.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#endif
 
 #include "dqntrader/core/kokkos_compat.hpp"
 
@@ -16,12 +22,16 @@ struct bf16 {
 
 /// Rounds to the nearest bf16, ties to even; NaN stays NaN (quiet), infinities stay.
 KOKKOS_INLINE_FUNCTION bf16 to_bf16(float value) {
+#if defined(__CUDA_ARCH__)
+  return bf16{__bfloat16_as_ushort(__float2bfloat16_rn(value))};
+#else
   const std::uint32_t u = compat::bit_cast<std::uint32_t>(value);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) {
     return bf16{static_cast<std::uint16_t>((u >> 16) | 0x0040u)};
   }
   const std::uint32_t rounding = 0x00007fffu + ((u >> 16) & 1u);
   return bf16{static_cast<std::uint16_t>((u + rounding) >> 16)};
+#endif
 }
 
 /// Exact: every bf16 is a float.
@@ -38,14 +48,6 @@ KOKKOS_INLINE_FUNCTION void store(float& target, float value) {
 }
 KOKKOS_INLINE_FUNCTION void store(bf16& target, float value) {
   target = to_bf16(value);
-}
-
-/// value as storage of type T holds it: rounded to bf16, or unchanged in float.
-template <class T>
-KOKKOS_INLINE_FUNCTION float stored_value(float value) {
-  T held{};
-  store(held, value);
-  return to_float(held);
 }
 
 }  // namespace dqntrader

@@ -38,31 +38,66 @@ void with_whole_packs(bool whole, const F& f) {
     f(std::false_type());
 }
 
+/// The pack at p as stored, p[i] for i < n (n <= kPack; T{}, zero, beyond): one load when Whole
+/// (p aligned, n = kPack). A pass that holds several rows' packs at once holds them so, a bf16
+/// pack in four registers, and widens each value where it uses it.
+template <bool Whole, class T>
+KOKKOS_INLINE_FUNCTION Pack<T> load_stored(const T* p, int n) {
+  if constexpr (Whole) {
+    return *reinterpret_cast<const Pack<T>*>(p);
+  } else {
+    Pack<T> pack;
+    for (int i = 0; i < kPack; ++i)
+      pack.v[i] = i < n ? p[i] : T{};
+    return pack;
+  }
+}
+
+/// p[i] = pack.v[i] for i < n: one store when Whole.
+template <bool Whole, class T>
+KOKKOS_INLINE_FUNCTION void store_stored(T* p, int n, const Pack<T>& pack) {
+  if constexpr (Whole) {
+    *reinterpret_cast<Pack<T>*>(p) = pack;
+  } else {
+    for (int i = 0; i < n && i < kPack; ++i)
+      p[i] = pack.v[i];
+  }
+}
+
+/// x as a pack of T (rounded to bf16, or unchanged in float); in CUDA device code a bf16 pack
+/// converts two values an instruction.
+template <class T>
+KOKKOS_INLINE_FUNCTION Pack<T> pack_of(const float (&x)[kPack]) {
+  Pack<T> pack;
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same<T, bf16>::value) {
+    for (int i = 0; i < kPack / 2; ++i) {
+      const __nv_bfloat162 pair = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);
+      pack.v[2 * i] = bf16{__bfloat16_as_ushort(pair.x)};
+      pack.v[2 * i + 1] = bf16{__bfloat16_as_ushort(pair.y)};
+    }
+    return pack;
+  } else  // the host's form, and float's
+#endif
+  {
+    for (int i = 0; i < kPack; ++i)
+      store(pack.v[i], x[i]);
+  }
+  return pack;
+}
+
 /// x[i] = p[i] for i < n (n <= kPack; 0 beyond): as one pack when Whole (p aligned, n = kPack).
 template <bool Whole, class T>
 KOKKOS_INLINE_FUNCTION void load_pack(const T* p, int n, float (&x)[kPack]) {
-  if (Whole) {
-    const Pack<T> pack = *reinterpret_cast<const Pack<T>*>(p);
-    for (int i = 0; i < kPack; ++i)
-      x[i] = to_float(pack.v[i]);
-  } else {
-    for (int i = 0; i < kPack; ++i)
-      x[i] = i < n ? to_float(p[i]) : 0.0f;
-  }
+  const Pack<T> pack = load_stored<Whole>(p, n);
+  for (int i = 0; i < kPack; ++i)
+    x[i] = to_float(pack.v[i]);
 }
 
 /// p[i] = x[i] (in T) for i < n: as one pack when Whole.
 template <bool Whole, class T>
 KOKKOS_INLINE_FUNCTION void store_pack(T* p, int n, const float (&x)[kPack]) {
-  if (Whole) {
-    Pack<T> pack;
-    for (int i = 0; i < kPack; ++i)
-      store(pack.v[i], x[i]);
-    *reinterpret_cast<Pack<T>*>(p) = pack;
-  } else {
-    for (int i = 0; i < n && i < kPack; ++i)
-      store(p[i], x[i]);
-  }
+  store_stored<Whole>(p, n, pack_of<T>(x));
 }
 
 }  // namespace dqntrader

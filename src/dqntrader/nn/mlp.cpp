@@ -204,27 +204,29 @@ KOKKOS_INLINE_FUNCTION void add_warp_groups(float (&sums)[S][kPack], std::size_t
 
 // Adds row h's products with the head's output gradient g of the row, h g(a) for each output
 // a, to sums[first + a].
-template <int W, int S>
-KOKKOS_INLINE_FUNCTION void add_head_weight_sums(const float (&h)[kPack], const float (&g)[W],
-                                                 int first, float (&sums)[S][kPack]) {
+template <int W, int S, class T>
+KOKKOS_INLINE_FUNCTION void add_head_weight_sums(const Pack<T>& h, const float (&g)[W], int first,
+                                                 float (&sums)[S][kPack]) {
   for (int c = 0; c < kPack; ++c) {
+    const float hc = to_float(h.v[c]);
     for (int a = 0; a < W; ++a)
-      sums[first + a][c] += h[c] * g[a];
+      sums[first + a][c] += hc * g[a];
   }
 }
 
-// Loads, for the count rows r of learner k, the pack of h at column j0 (n columns) and the
-// row's W values of the head's output gradient g: every load issued before any is used.
+// Loads, for the count rows r of learner k, the pack of h at column j0 (n columns), as stored,
+// and the row's W values of the head's output gradient g: every load issued before any is
+// used.
 template <int W, bool Whole, class T>
 KOKKOS_INLINE_FUNCTION void load_head_rows(const gemm::StridedBatch<const T>& g,
                                            const gemm::StridedBatch<const T>& h, std::size_t k,
                                            const std::size_t (&r)[kRowBatch], int count,
-                                           std::size_t j0, int n, float (&held)[kRowBatch][kPack],
+                                           std::size_t j0, int n, Pack<T> (&held)[kRowBatch],
                                            float (&ga)[kRowBatch][W]) {
   for (int b = 0; b < kRowBatch; ++b) {
     if (b >= count)
       break;
-    load_pack<Whole>(&h(k, r[b], j0), n, held[b]);
+    held[b] = load_stored<Whole>(&h(k, r[b], j0), n);
     for (int a = 0; a < W; ++a)
       ga[b][a] = to_float(g(k, r[b], static_cast<std::size_t>(a)));
   }
@@ -232,8 +234,9 @@ KOKKOS_INLINE_FUNCTION void load_head_rows(const gemm::StridedBatch<const T>& g,
 
 // The head's rows: from the head's output gradient g (rows x W) and weight w (hidden x W),
 // the last hidden layer's dZ = g w^T zeroed where h <= 0 (the ReLU's derivative), in the
-// compute type (g w^T has W columns: a product of its own would be wasteful); sums: dZ (the
-// layer's bias gradient) and, with Weights, h g(:, a) for each a (the head's weight gradient).
+// compute type (g w^T has W columns: a product of its own would be wasteful); sums: dZ as
+// stored (the layer's bias gradient) and, with Weights, h g(:, a) for each a (the head's
+// weight gradient).
 template <int W, class T, bool Whole, bool Weights>
 struct HeadRows {
   static constexpr int kSums = Weights ? 1 + W : 1;
@@ -250,21 +253,23 @@ struct HeadRows {
 
     KOKKOS_INLINE_FUNCTION void rows(const std::size_t (&r)[kRowBatch], int count,
                                      float (&sums)[kSums][kPack]) const {
-      float held[kRowBatch][kPack], ga[kRowBatch][W];
+      Pack<T> held[kRowBatch];
+      float ga[kRowBatch][W];
       load_head_rows<W, Whole>(p->g, p->h, k, r, count, j0, n, held, ga);
       for (int b = 0; b < kRowBatch; ++b) {
         if (b >= count)
           break;
-        float dz[kPack];
+        float x[kPack];
         for (int c = 0; c < kPack; ++c) {
-          float x = 0.0f;
+          float dot = 0.0f;
           for (int a = 0; a < W; ++a)
-            x += ga[b][a] * wt[c][a];
-          dz[c] = held[b][c] > 0.0f ? stored_value<T>(x) : 0.0f;
+            dot += ga[b][a] * wt[c][a];
+          x[c] = to_float(held[b].v[c]) > 0.0f ? dot : 0.0f;
         }
-        store_pack<Whole>(&p->y(k, r[b], j0), n, dz);
+        const Pack<T> dz = pack_of<T>(x);
+        store_stored<Whole>(&p->y(k, r[b], j0), n, dz);
         for (int c = 0; c < kPack; ++c)
-          sums[0][c] += dz[c];
+          sums[0][c] += to_float(dz.v[c]);
         if constexpr (Weights)
           add_head_weight_sums<W>(held[b], ga[b], 1, sums);
       }
@@ -296,7 +301,8 @@ struct HeadWeightRows {
 
     KOKKOS_INLINE_FUNCTION void rows(const std::size_t (&r)[kRowBatch], int count,
                                      float (&sums)[kSums][kPack]) const {
-      float held[kRowBatch][kPack] = {}, ga[kRowBatch][W] = {};
+      Pack<T> held[kRowBatch] = {};
+      float ga[kRowBatch][W] = {};
       load_head_rows<W, Whole>(p->g, p->h, k, r, count, j0, n, held, ga);
       for (int b = 0; b < kRowBatch; ++b) {
         if (b >= count)
@@ -311,7 +317,8 @@ struct HeadWeightRows {
 };
 
 // A hidden layer's rows below the last: y = dH, the gradient of its output, becomes dZ in
-// place, zeroed where h <= 0; sums: dZ (the layer's bias gradient).
+// place, zeroed where h <= 0 (the stored value kept or zero: no rounding); sums: dZ (the
+// layer's bias gradient).
 template <class T, bool Whole>
 struct ReluRows {
   static constexpr int kSums = 1;
@@ -325,21 +332,23 @@ struct ReluRows {
 
     KOKKOS_INLINE_FUNCTION void rows(const std::size_t (&r)[kRowBatch], int count,
                                      float (&sums)[kSums][kPack]) const {
-      float held[kRowBatch][kPack], dz[kRowBatch][kPack];
+      Pack<T> held[kRowBatch], dz[kRowBatch];
       for (int b = 0; b < kRowBatch; ++b) {
         if (b >= count)
           break;
-        load_pack<Whole>(&p->h(k, r[b], j0), n, held[b]);
-        load_pack<Whole>(&p->y(k, r[b], j0), n, dz[b]);
+        held[b] = load_stored<Whole>(&p->h(k, r[b], j0), n);
+        dz[b] = load_stored<Whole>(&p->y(k, r[b], j0), n);
       }
       for (int b = 0; b < kRowBatch; ++b) {
         if (b >= count)
           break;
+        for (int c = 0; c < kPack; ++c) {
+          if (!(to_float(held[b].v[c]) > 0.0f))
+            dz[b].v[c] = T{};
+        }
+        store_stored<Whole>(&p->y(k, r[b], j0), n, dz[b]);
         for (int c = 0; c < kPack; ++c)
-          dz[b][c] = held[b][c] > 0.0f ? dz[b][c] : 0.0f;
-        store_pack<Whole>(&p->y(k, r[b], j0), n, dz[b]);
-        for (int c = 0; c < kPack; ++c)
-          sums[0][c] += dz[b][c];
+          sums[0][c] += to_float(dz[b].v[c]);
       }
     }
   };
@@ -458,7 +467,9 @@ struct ColumnPass {
 template <class Rows>
 void column_pass(const char* label, const ExecSpace& space, const Rows& rows_of,
                  const ColumnTiles& tiles, std::size_t learners, const ColumnSums& out) {
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  // Two teams a multiprocessor at least (at most 128 registers a thread on CUDA): the head's
+  // pass with its weight gradient would take 145 and leave one.
+  using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<kColumnTeam, 2>>;
   Policy policy(space, static_cast<int>(learners * tiles.tiles * tiles.chunks),
                 static_cast<int>(kColumnTeam));
   policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<float>::shmem_size(
