@@ -94,10 +94,4 @@ KOKKOS_INLINE_FUNCTION void load_pack(const T* p, int n, float (&x)[kPack]) {
     x[i] = to_float(pack.v[i]);
 }
 
-/// p[i] = x[i] (in T) for i < n: as one pack when Whole.
-template <bool Whole, class T>
-KOKKOS_INLINE_FUNCTION void store_pack(T* p, int n, const float (&x)[kPack]) {
-  store_stored<Whole>(p, n, pack_of<T>(x));
-}
-
 }  // namespace dqntrader
