@@ -526,10 +526,12 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
 // Many teams' sums, a dueling head, the head's bias and further rows: against the same
 // definitions in double over random activations and head parameters. B is no multiple of any
 // team's rows, so that the last team holds fewer.
-// The last hidden layer 17 or 37 wide (its rows value by value), 64 (whole packs) or 300: on
-// CUDA a row's lanes 4 (17), 8 (37, 64: four groups of rows a warp) and a whole warp (300, some
-// lanes with two packs of it). A batch of 203 samples, or of 8,203: on CUDA a team's samples
-// then the many (kManySamples) and its groups taking several rounds of rows.
+// The last hidden layer 17 or 37 wide (its rows value by value), 64 (whole packs), 300 or 600:
+// on CUDA, in a batch of 203 samples, a row's lanes 4 (17), 8 (37, 64: four groups of rows a
+// warp) and a whole warp (300 and 600, some lanes with two or three packs of it). A batch of
+// 8,203: on CUDA a team's samples then the many (kManySamples), a row's lanes taking up to 8
+// packs each: 4 lanes (17, 37, 64: two packs a lane), 8 (300: four or five packs a lane, the
+// last one partial) and 16 (600: the team's groups taking two rounds of rows).
 class TdLossOracle : public ::testing::TestWithParam<std::tuple<bool, std::size_t, std::size_t>> {};
 
 TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
@@ -664,7 +666,8 @@ TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {
 INSTANTIATE_TEST_SUITE_P(Dueling, TdLossOracle,
                          ::testing::Combine(::testing::Bool(),
                                             ::testing::Values(std::size_t{17}, std::size_t{37},
-                                                              std::size_t{64}, std::size_t{300}),
+                                                              std::size_t{64}, std::size_t{300},
+                                                              std::size_t{600}),
                                             ::testing::Values(std::size_t{203}, std::size_t{8203})),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) ? "dueling" : "plain") +

@@ -170,13 +170,15 @@ constexpr int kHeadLanes = 32, kFewestHeadLanes = 4;
 constexpr int kHeadLanes = 1, kFewestHeadLanes = 1;
 #endif
 
-/// The lanes of a row for a head of `inputs` inputs: as many as it has packs of kPack (a power
-/// of two, from kFewestHeadLanes to kHeadLanes), so that no lane of a narrow head idles; the
-/// other lanes of a warp take other rows. A power of two dividing the warp: a row's lanes are
-/// aligned within it.
-inline int head_lanes(std::size_t inputs) {
+/// The lanes of a row for a head of `inputs` inputs: as many as it has runs of `packs` packs of
+/// kPack (a power of two, from kFewestHeadLanes to kHeadLanes), so that no lane of a narrow
+/// head idles; the other lanes of a warp take other rows. A power of two dividing the warp: a
+/// row's lanes are aligned within it. With one pack a lane (the default) a row's evaluation is
+/// shortest; with more, a row costs fewer instructions (fewer lanes to add, and each group's
+/// fixed work shared by more rows a warp), for passes with rows enough to fill the device.
+inline int head_lanes(std::size_t inputs, std::size_t packs = 1) {
   int lanes = kFewestHeadLanes;
-  while (lanes < kHeadLanes && static_cast<std::size_t>(lanes) * kPack < inputs)
+  while (lanes < kHeadLanes && static_cast<std::size_t>(lanes) * kPack * packs < inputs)
     lanes *= 2;
   return lanes;
 }

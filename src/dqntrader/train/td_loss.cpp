@@ -24,13 +24,19 @@ namespace {
 // no team of the first waits for the others. On CUDA a team takes kFewSamples samples, or
 // kManySamples when the members' batches together have at least kManyFrom samples: where the
 // teams are many, a team's fixed costs (its batch entries' loads, the samples' arithmetic by one
-// warp while the others wait, its sums) are shared by more samples.
+// warp while the others wait, its sums) are shared by more samples, and a row's lanes take up
+// to kManyPacks packs each (nn::head_lanes): fewer lanes to add a row, and more rows a warp to
+// share each group's fixed work (at 16 members of the EPOCH network 8 lanes a row, not 32; at
+// 64 of the train defaults' 4, not 16). With few teams a lane takes one pack of a row, which
+// keeps each thread's chain of loads short.
 #if defined(DQNTRADER_BACKEND_CUDA)
 constexpr int kFewSamples = 8, kManySamples = 32, kSumThreads = 128, kWarpRows = 4;
+constexpr std::size_t kManyPacks = 8;
 constexpr int kSampleLanes = 32, kTeam = 256;
 #else
 constexpr int kFewSamples = 1, kManySamples = 1, kSumThreads = 1, kWarpRows = 1;
 constexpr int kSampleLanes = 1, kTeam = 1;
+constexpr std::size_t kManyPacks = 1;
 #endif
 constexpr std::size_t kManyFrom = 8192;
 static_assert(kFewSamples % kWarpRows == 0 && kManySamples % kWarpRows == 0,
@@ -227,6 +233,11 @@ struct TdSumKernel {
   }
 };
 
+// A row's lanes in a team of S samples for a head of `inputs` inputs.
+int team_lanes(int samples, std::size_t inputs) {
+  return nn::head_lanes(inputs, samples == kManySamples ? kManyPacks : 1);
+}
+
 // Teams for a batch of b samples and `further` further rows at `samples` samples a team.
 int team_count(std::size_t b, std::size_t further, int samples) {
   const std::size_t most = b > further ? b : further;
@@ -279,10 +290,10 @@ TdLoss::Partials TdLoss::compute(const ExecSpace& space, const nn::HeadInputs<T>
                      std::to_string(b) + " samples over " + std::to_string(rows) +
                      " rows do not fit the buffers");
   }
-  const int lanes = nn::head_lanes(head.hidden.extent(2));
   int teams = 0;
   with_team_samples(members * b, [&](auto samples) {
     constexpr int S = decltype(samples)::value;
+    const int lanes = team_lanes(S, head.hidden.extent(2));
     teams = team_count(b, rows - 2 * b, S);
     nn::with_head_width(head.width, [&](auto width) {
       with_whole_packs(nn::head_packs(head), [&](auto whole) {
