@@ -530,8 +530,9 @@ TEST(TdLoss, DoubleDqnTargetHuberLossAndGradientByHand) {
 // on CUDA, in a batch of 203 samples, a row's lanes 4 (17), 8 (37, 64: four groups of rows a
 // warp) and a whole warp (300 and 600, some lanes with two or three packs of it). A batch of
 // 8,203: on CUDA a team's samples then the many (kManySamples), a row's lanes taking up to 8
-// packs each: 4 lanes (17, 37, 64: two packs a lane), 8 (300: four or five packs a lane, the
-// last one partial) and 16 (600: the team's groups taking two rounds of rows).
+// packs each: 4 lanes (17 and 37: one or two packs a lane, or none; 64: two), 8 (300: four or
+// five packs a lane, the last one partial) and 16 (600: four or five packs a lane, the team's
+// groups taking two rounds of rows).
 class TdLossOracle : public ::testing::TestWithParam<std::tuple<bool, std::size_t, std::size_t>> {};
 
 TEST_P(TdLossOracle, MatchesTheDefinitionsInDoubleAcrossTeams) {

@@ -31,14 +31,12 @@ namespace {
 // keeps each thread's chain of loads short.
 #if defined(DQNTRADER_BACKEND_CUDA)
 constexpr int kFewSamples = 8, kManySamples = 32, kSumThreads = 128, kWarpRows = 4;
-constexpr std::size_t kManyPacks = 8;
 constexpr int kSampleLanes = 32, kTeam = 256;
 #else
 constexpr int kFewSamples = 1, kManySamples = 1, kSumThreads = 1, kWarpRows = 1;
 constexpr int kSampleLanes = 1, kTeam = 1;
-constexpr std::size_t kManyPacks = 1;
 #endif
-constexpr std::size_t kManyFrom = 8192;
+constexpr std::size_t kManyFrom = 8192, kManyPacks = 8;  // on the host a row is one lane
 static_assert(kFewSamples % kWarpRows == 0 && kManySamples % kWarpRows == 0,
               "a group's rows are of one evaluation (one network)");
 static_assert(kManySamples <= kSampleLanes, "a lane of the first warp per sample");
