@@ -1,4 +1,4 @@
-// Backtest evaluation at the reference workloads of DESIGN.md section 6:
+// Backtest evaluation at the reference workloads (docs/BENCHMARKS.md, Reference workloads):
 //   EVAL-1M   1,000,000 bars, state 64 (61 features + 3 position one-hot), MLP
 //             64-512-512-512-3, cost 0.0005, A = 98,280; one weight set and 64 at once.
 //   EVAL-CPU  the 2-core scale: 100,000 bars, MLP 64-256-256-3.

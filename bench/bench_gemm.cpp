@@ -1,9 +1,9 @@
-// Matrix products at the shapes of the DQN reference workloads (DESIGN.md section 6):
-// the layers 64 -> 512 -> 512 -> 512 -> 3 at training batch 1,024 (forward, the
-// activation-gradient product dX = dY W^T and the weight-gradient product dW = X^T dY),
-// the first layer over one 1,000,000-bar evaluation chunk, and one large square product as
-// the ceiling this machine's library reaches. Reports FLOP/s; times on the device with a
-// fence before and after each timed region.
+// Matrix products at the shapes of the DQN reference workloads (docs/BENCHMARKS.md,
+// Reference workloads): the layers 64 -> 512 -> 512 -> 512 -> 3 at training batch 1,024
+// (forward, the activation-gradient product dX = dY W^T and the weight-gradient product
+// dW = X^T dY), the first layer over one 1,000,000-bar evaluation chunk, and one large square
+// product as the ceiling this machine's library reaches. Reports FLOP/s; times on the device
+// with a fence before and after each timed region.
 #include <benchmark/benchmark.h>
 #include <Kokkos_Core.hpp>
 

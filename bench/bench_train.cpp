@@ -1,4 +1,4 @@
-// Training epochs at the reference workloads of DESIGN.md section 6:
+// Training epochs at the reference workloads (docs/BENCHMARKS.md, Reference workloads):
 //   EPOCH      2,000 gradient steps at batch 1,024, 256 environments stepping one bar per
 //              gradient step, replay capacity 1,000,000, double DQN, Huber, Adam lr 1e-4,
 //              clip 10, hard target update every 1,000 steps; network 64-512-512-512-3;

@@ -1,5 +1,5 @@
 // The backtest written the slow, obvious way, in double precision, from the definitions of
-// DESIGN.md section 5: a sequential position loop, the PnL bar by bar, and each metric
+// docs/METRICS.md: a sequential position loop, the PnL bar by bar, and each metric
 // from its formula. Equity is a product in long double (its range reaches 1e4932), so that
 // windows whose equity passes the largest double are defined here too. The library's device
 // code is checked against this; nothing of the library is used here.

@@ -1,7 +1,7 @@
 // The vectorised trading environment on the device: for each member of a population, E
 // environments at different offsets of the training window, each with its incoming position.
 // Each step they act on their member's online network's Q-values (epsilon-greedy on the
-// member's schedule and random stream), earn the per-bar net return of DESIGN.md section 5
+// member's schedule and random stream), earn the per-bar net return of docs/METRICS.md
 // (scaled by the member's reward scale), write their transition into the member's replay ring
 // and move to the next bar; an episode ends after episode_length bars or at the window's end,
 // and the environment restarts flat at a random bar.

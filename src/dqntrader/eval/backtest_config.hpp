@@ -9,7 +9,7 @@
 
 namespace dqntrader::eval {
 
-/// Positions are held from a bar's close to the next one's (DESIGN.md section 5).
+/// Positions are held from a bar's close to the next one's (docs/METRICS.md).
 struct BacktestConfig {
   /// Target position of each action; must hold 0 (the position before the first bar)
   /// and be distinct, at most 8 entries.

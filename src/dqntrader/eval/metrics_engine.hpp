@@ -1,5 +1,5 @@
 // Position paths -> returns -> WindowMetrics, on the device, by one scan and two
-// reductions (DESIGN.md section 5); only the metrics struct ever reaches the host.
+// reductions (definitions in docs/METRICS.md); only the metrics struct ever reaches the host.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// The metrics of one backtest window (DESIGN.md section 5 gives each definition).
+// The metrics of one backtest window (docs/METRICS.md gives each definition).
 #pragma once
 
 #include <Kokkos_Core.hpp>

@@ -1,4 +1,4 @@
-// WindowMetrics as JSON, with exactly the keys of DESIGN.md section 5 plus "bars".
+// WindowMetrics as JSON, with exactly the keys docs/METRICS.md lists.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -18,8 +18,8 @@
 
 namespace dqntrader::replay {
 
-/// The reward of a step, for each member of a population: the net return of DESIGN.md
-/// section 5 scaled by the member's reward scale; NaN for a member whose poisoned(m) is set
+/// The reward of a step, for each member of a population: the net return of docs/METRICS.md
+/// scaled by the member's reward scale; NaN for a member whose poisoned(m) is set
 /// (a test fault: every price it sees is NaN).
 struct RewardModel {
   Kokkos::View<const double*, DeviceMemory> close;
