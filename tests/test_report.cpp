@@ -172,21 +172,21 @@ TEST(RunReportPage, DrawsEquityPastTheLargestDoubleFromItsLogarithm) {
   r.run_directory = "run";
   r.epochs.push_back(report::EpochPoint{1, 0.5, 0.1, 0.05, 1.0, 2.0});
   const std::size_t n = 4;
-  r.timestamps_ms = {0, 60000, 120000, 180000, 240000};
+  r.validation.timestamps_ms = {0, 60000, 120000, 180000, 240000};
   const double ln10 = std::log(10.0);
   // log10 E: 0, 200, 400, 380 (a drawdown of 1 - 1e-20), 500.
-  r.policy.log_equity = {0, 200 * ln10, 400 * ln10, 380 * ln10, 500 * ln10};
+  r.validation.policy.log_equity = {0, 200 * ln10, 400 * ln10, 380 * ln10, 500 * ln10};
   const double inf = std::numeric_limits<double>::infinity();
-  r.policy.equity = {1, 1e200, inf, inf, inf};
-  r.policy.positions = {1, 1, 1, 1};
-  r.policy.returns = {1e200, 1e200, -1, 1e120};
+  r.validation.policy.equity = {1, 1e200, inf, inf, inf};
+  r.validation.policy.positions = {1, 1, 1, 1};
+  r.validation.policy.returns = {1e200, 1e200, -1, 1e120};
   report::BaselineCurve hold{"buy-and-hold", {}, {}};
   hold.path.equity = {1, 2, 4, 2, 3};
   hold.path.log_equity = {0, std::log(2.0), std::log(4.0), std::log(2.0), std::log(3.0)};
   hold.path.positions = {1, 1, 1, 1};
   hold.path.returns = {1, 1, -0.5, 0.5};
-  r.baselines.push_back(hold);
-  r.policy_metrics.bars = static_cast<std::int64_t>(n);
+  r.validation.baselines.push_back(hold);
+  r.validation.policy_metrics.bars = static_cast<std::int64_t>(n);
   const std::string html = report::render_html(r);
   const std::size_t figure = html.find("id=\"chart-equity\"");
   ASSERT_NE(figure, std::string::npos);
@@ -247,10 +247,10 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
   // The metrics are those the run recorded for its best policy.
   nlohmann::json recorded;
   std::ifstream(run + "/final_metrics.json") >> recorded;
-  const nlohmann::json now = io::to_json(r.policy_metrics);
+  const nlohmann::json now = io::to_json(r.validation.policy_metrics);
   for (const auto& item : recorded.items()) {
-    if (item.key() == "baselines" || item.key() == "validation_window")
-      continue;  // the built-in policies' metrics, below, and the window
+    if (item.key() == "baselines" || item.key() == "validation_window" || item.key() == "test")
+      continue;  // the built-in policies' metrics and the test window, below, and the window
     if (item.value().is_number_integer()) {
       EXPECT_EQ(now.at(item.key()), item.value()) << item.key();
     } else if (item.value().is_number()) {
@@ -262,45 +262,66 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
     }
   }
   // The curves drawn are the metrics' curves.
-  const std::size_t n = r.policy.returns.size();
-  ASSERT_EQ(r.policy.equity.size(), n + 1);
-  ASSERT_EQ(r.timestamps_ms.size(), n + 1);
-  EXPECT_EQ(static_cast<std::int64_t>(n), r.policy_metrics.bars);
-  EXPECT_NEAR(r.policy.equity.back() - 1, r.policy_metrics.total_return, 1e-9);
-  double peak = r.policy.equity.front(), deepest = 0;
-  for (double e : r.policy.equity) {
+  const std::size_t n = r.validation.policy.returns.size();
+  ASSERT_EQ(r.validation.policy.equity.size(), n + 1);
+  ASSERT_EQ(r.validation.timestamps_ms.size(), n + 1);
+  EXPECT_EQ(static_cast<std::int64_t>(n), r.validation.policy_metrics.bars);
+  EXPECT_NEAR(r.validation.policy.equity.back() - 1, r.validation.policy_metrics.total_return,
+              1e-9);
+  double peak = r.validation.policy.equity.front(), deepest = 0;
+  for (double e : r.validation.policy.equity) {
     peak = std::max(peak, e);
     deepest = std::min(deepest, e / peak - 1);
   }
-  EXPECT_NEAR(deepest, r.policy_metrics.max_drawdown, 1e-9);
+  EXPECT_NEAR(deepest, r.validation.policy_metrics.max_drawdown, 1e-9);
   // The built-in policies: buy-and-hold without costs ends at the last close over the first of
   // the window, flat stays at 1, and each is drawn with the metrics the run recorded for it.
   const data::Bars bars = data::read_bars_csv((m_dir / "bars.csv").string());
   std::vector<std::string> names;
-  for (const report::BaselineCurve& b : r.baselines)
+  for (const report::BaselineCurve& b : r.validation.baselines)
     names.push_back(b.policy);
   ASSERT_EQ(names, (std::vector<std::string>{"buy-and-hold", "flat", "sign-of-ofi"}));
-  EXPECT_NEAR(r.baselines[0].path.equity.back(), bars.close[r.last_bar] / bars.close[r.first_bar],
-              1e-9);
-  for (double e : r.baselines[1].path.equity)
+  EXPECT_NEAR(r.validation.baselines[0].path.equity.back(),
+              bars.close[r.validation.last_bar] / bars.close[r.validation.first_bar], 1e-9);
+  for (double e : r.validation.baselines[1].path.equity)
     ASSERT_EQ(e, 1.0);
-  for (const report::BaselineCurve& b : r.baselines) {
+  for (const report::BaselineCurve& b : r.validation.baselines) {
     ASSERT_EQ(b.path.equity.size(), n + 1) << b.policy;
     EXPECT_NEAR(b.path.equity.back() - 1, b.metrics.total_return, 1e-9) << b.policy;
     // What the run recorded for it, key by key (flat's Sharpe is NaN: recorded as null).
     EXPECT_EQ(recorded.at("baselines").at(b.policy), io::to_json(b.metrics)) << b.policy;
   }
-  EXPECT_EQ(r.timestamps_ms.front(), bars.timestamp_ms[r.first_bar]);
-  EXPECT_EQ(recorded.at("validation_window"),
-            (nlohmann::json{{"first_bar", r.first_bar}, {"last_bar", r.last_bar}}));
+  EXPECT_EQ(r.validation.timestamps_ms.front(), bars.timestamp_ms[r.validation.first_bar]);
+  EXPECT_EQ(
+      recorded.at("validation_window"),
+      (nlohmann::json{{"first_bar", r.validation.first_bar}, {"last_bar", r.validation.last_bar}}));
   EXPECT_EQ(r.epochs.size(), 3u);
   for (const report::EpochPoint& p : r.epochs)
     EXPECT_GT(p.seconds, 0) << "epoch " << p.epoch;
 
+  // The test window (the last fifth of the bars, by default): the report's evaluation of the
+  // best policy and of the built-in policies there is what the run recorded at its end, and
+  // its bars are the last ones, after the validation window's.
+  ASSERT_TRUE(r.test.has_value());
+  const nlohmann::json& test = recorded.at("test");
+  EXPECT_EQ(test.at("window").at("first_bar"), r.test->first_bar);
+  EXPECT_EQ(test.at("window").at("last_bar"), r.test->last_bar);
+  EXPECT_EQ(r.test->last_bar, bars.size() - 1);
+  EXPECT_EQ(r.test->first_bar, bars.size() - 500);  // 2,500 bars x 0.2
+  EXPECT_EQ(r.validation.last_bar, r.test->first_bar - 1);
+  EXPECT_EQ(test.at("best"), io::to_json(r.test->policy_metrics));
+  EXPECT_NEAR(r.test->policy.equity.back() - 1, r.test->policy_metrics.total_return, 1e-9);
+  EXPECT_EQ(r.test->baselines.size(), 3u);
+  for (const report::BaselineCurve& b : r.test->baselines)
+    EXPECT_EQ(test.at("baselines").at(b.policy), io::to_json(b.metrics)) << b.policy;
+  EXPECT_NEAR(r.test->baselines[0].path.equity.back(),
+              bars.close[r.test->last_bar] / bars.close[r.test->first_bar], 1e-9);
+
   // The page: every chart, one table row per metric, nothing fetched from elsewhere.
   const std::string html = report::render_html(r);
-  for (const char* id : {"equity", "drawdown", "position", "returns", "loss", "mean-q", "epsilon",
-                         "validation-sharpe", "epoch-seconds"}) {
+  for (const char* id :
+       {"equity", "drawdown", "position", "returns", "test-equity", "test-drawdown", "loss",
+        "mean-q", "epsilon", "validation-sharpe", "epoch-seconds"}) {
     EXPECT_NE(html.find(std::string("id=\"chart-") + id + "\""), std::string::npos) << id;
   }
   std::size_t definitions = 0;

@@ -112,6 +112,9 @@ TEST_F(Sweep, AGridTimesSeedsRanksTheMembersAsTheirRunsRecordedThem) {
     }
     for (const auto& [key, value] : row["validation"].items())
       EXPECT_EQ(value, final_metrics[key]) << key;
+    // The same policy on the test window, as the member's run recorded it at its end.
+    EXPECT_EQ(row["test"], final_metrics.at("test").at("best"));
+    EXPECT_EQ(row["test_sharpe"], final_metrics["test"]["best"]["sharpe"]);
     // The best epoch's validation Sharpe, as metrics.jsonl recorded it.
     double best = -std::numeric_limits<double>::infinity();
     std::size_t best_epoch = 0;

@@ -46,7 +46,7 @@ Command add_report(CLI::App& app) {
     std::cerr << "dqntrader report: evaluating the best policy of " << options->run << "\n";
     const report::RunReport r = report::collect_run_report(space, options->run, options->data);
     write_output(out, report::render_html(r));
-    std::cerr << "dqntrader report: wrote " << out << " (" << r.policy.returns.size()
+    std::cerr << "dqntrader report: wrote " << out << " (" << r.validation.policy.returns.size()
               << " validation bars, " << r.epochs.size() << " epochs)\n";
   };
   return command;

@@ -37,13 +37,19 @@ void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
     }
     return text.empty() ? std::string("(base settings)") : text;
   };
-  out << "best members (validation Sharpe of their best epoch):\n";
+  const bool tested =
+      std::any_of(plan.members.begin(), plan.members.end(),
+                  [](const sweep::MemberPlan& m) { return !m.result.test.empty(); });
+  out << "best members (validation Sharpe of their best epoch"
+      << (tested ? "; on the unseen test window" : "") << "):\n";
   for (std::size_t i = 0; i < board["members"].size() && i < 5; ++i) {
     const auto& m = board["members"][i];
     const double sharpe = io::number_of(m["validation_sharpe"]);
-    out << "  " << m["rank"] << ". " << io::format_fixed(sharpe, 3) << "  "
-        << m["run"].get<std::string>() << "  seed " << m["seed"] << "  " << settings(m["settings"])
-        << "\n";
+    out << "  " << m["rank"] << ". " << io::format_fixed(sharpe, 3);
+    if (tested)
+      out << "; " << io::format_fixed(io::number_of(m["test_sharpe"]), 3);
+    out << "  " << m["run"].get<std::string>() << "  seed " << m["seed"] << "  "
+        << settings(m["settings"]) << "\n";
   }
   if (!plan.space.axes.empty()) {
     out << "best settings (mean validation Sharpe over their seeds, std, min):\n";

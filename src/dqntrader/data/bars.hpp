@@ -30,6 +30,9 @@ struct Bars {
   bool has_ofi() const { return !ofi.empty(); }
 };
 
+/// The first count bars of bars (all of them when count is larger), every column cut alike.
+Bars first_bars(const Bars& bars, std::size_t count);
+
 /// Which optional numeric columns a loader keeps as extra features: the named ones and
 /// every column whose name starts with one of the prefixes.
 struct ColumnSelection {

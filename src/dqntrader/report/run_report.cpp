@@ -92,6 +92,35 @@ std::vector<EpochPoint> read_epochs(const std::string& dir) {
   return epochs;
 }
 
+namespace {
+
+// The policy's metrics and per-bar path on window of bars, and the built-in policies' beside.
+WindowCurves curves_on(const ExecSpace& space, const data::Bars& bars, const eval::BarRange& window,
+                       const io::PolicyFile& policy, const eval::BacktestConfig& backtest) {
+  WindowCurves curves;
+  curves.data_source = bars.source;
+  curves.first_bar = window.begin;
+  curves.last_bar = window.end - 1;
+  curves.timestamps_ms.assign(bars.timestamp_ms.begin() + window.begin,
+                              bars.timestamp_ms.begin() + window.end);
+  {
+    const data::FeatureSet features(space, bars, policy.features);
+    eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,
+                                      backtest);
+    const auto parameters = upload(space, policy.parameters, "dqntrader::report::parameters");
+    curves.policy_metrics = evaluator.evaluate(parameters);
+    curves.policy = evaluator.path_detail(parameters);
+  }
+  eval::BuiltinEvaluator builtins(space, bars, backtest, window.returns());
+  for (const eval::BuiltinPolicy p : builtins.policies()) {
+    curves.baselines.push_back(
+        {eval::to_string(p), builtins.detail(p, window), builtins.evaluate(p, window)});
+  }
+  return curves;
+}
+
+}  // namespace
+
 RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
                              const std::string& data_override) {
   RunReport report;
@@ -110,31 +139,17 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
   const data::Bars& bars = run.separate_validation() ? run.validation : run.bars;
   const train::RunWindows windows = train::split_windows(
       config, run.bars.size(), run.validation.size(), policy.features.warmup());
-  const eval::BarRange window{windows.val_begin, windows.val_end};
-  report.data_source = bars.source;
-  report.first_bar = window.begin;
-  report.last_bar = window.end - 1;
-  report.timestamps_ms.assign(bars.timestamp_ms.begin() + window.begin,
-                              bars.timestamp_ms.begin() + window.end);
   report.network = nn::describe(policy.network) + ", " + to_string(config.precision);
 
   const eval::BacktestConfig backtest = train::backtest_config(config, policy.positions);
   eval::validate(backtest);
-
-  // The best policy: metrics and its per-bar path.
-  {
-    const data::FeatureSet features(space, bars, policy.features);
-    eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,
-                                      backtest);
-    const auto parameters = upload(space, policy.parameters, "dqntrader::report::parameters");
-    report.policy_metrics = evaluator.evaluate(parameters);
-    report.policy = evaluator.path_detail(parameters);
-  }
-  // The built-in policies on the same bars.
-  eval::BuiltinEvaluator builtins(space, bars, backtest, window.returns());
-  for (const eval::BuiltinPolicy p : builtins.policies()) {
-    report.baselines.push_back(
-        {eval::to_string(p), builtins.detail(p, window), builtins.evaluate(p, window)});
+  report.validation =
+      curves_on(space, bars, eval::BarRange{windows.val_begin, windows.val_end}, policy, backtest);
+  if (run.has_test()) {
+    report.test = curves_on(
+        space, run.test,
+        eval::BarRange{std::max(run.test_begin, policy.features.warmup()), run.test.size()}, policy,
+        backtest);
   }
   return report;
 }
@@ -260,39 +275,69 @@ std::string equity_chart(const std::string& id, const std::string& title,
   return render(chart);
 }
 
+namespace {
+
+// "bars 12 .. 340 (2020-01-01 .. 2020-12-31), 328 bar returns" of a window.
+std::string window_text(const WindowCurves& w) {
+  return escape_html(w.data_source) + ", bars " + std::to_string(w.first_bar) + " .. " +
+         std::to_string(w.last_bar) + " (" +
+         escape_html(data::format_iso8601_ms(w.timestamps_ms.front())) + " .. " +
+         escape_html(data::format_iso8601_ms(w.timestamps_ms.back())) + "), " +
+         std::to_string(w.policy.returns.size()) + " bar returns";
+}
+
+// The equity and drawdown charts of the policy and the built-in policies on a window (ids
+// prefix + "equity", prefix + "drawdown"), and a line of the built-in policies' metrics.
+std::string window_charts(const WindowCurves& w, const std::string& prefix) {
+  std::ostringstream out;
+  const std::vector<double> time = as_doubles(w.timestamps_ms, w.timestamps_ms.size());
+  {
+    std::vector<EquityCurve> curves = {{"policy", policy_colour, &w.policy}};
+    for (const BaselineCurve& b : w.baselines)
+      curves.push_back({b.policy, baseline_colour(b.policy), &b.path});
+    out << equity_chart(prefix + "equity",
+                        "Equity (E_0 = 1): best policy and the built-in policies", curves, time);
+  }
+  {
+    LineChart chart;
+    chart.id = prefix + "drawdown";
+    chart.title = "Drawdown: E_t / max(E_0 .. E_t) - 1";
+    chart.x = {"time (UTC)", true};
+    chart.y.label = "drawdown";
+    chart.series.push_back({"policy", policy_colour, time, drawdowns(w.policy)});
+    for (const BaselineCurve& b : w.baselines)
+      chart.series.push_back({b.policy, baseline_colour(b.policy), time, drawdowns(b.path)});
+    out << render(chart);
+  }
+  out << "<p class=\"meta\">The policy: total return "
+      << io::format_metric(w.policy_metrics.total_return) << ", Sharpe "
+      << io::format_metric(w.policy_metrics.sharpe) << ", max drawdown "
+      << io::format_metric(w.policy_metrics.max_drawdown)
+      << ". The built-in policies over the same bars:";
+  for (const BaselineCurve& b : w.baselines) {
+    out << (&b == &w.baselines.front() ? " " : "; ") << escape_html(b.policy) << " total return "
+        << io::format_metric(b.metrics.total_return) << ", Sharpe "
+        << io::format_metric(b.metrics.sharpe) << ", max drawdown "
+        << io::format_metric(b.metrics.max_drawdown);
+  }
+  out << ".</p>\n";
+  return out.str();
+}
+
+}  // namespace
+
 std::string render_html(const RunReport& r) {
-  const std::size_t n = r.policy.returns.size();
+  const WindowCurves& v = r.validation;
   std::ostringstream out;
   out << document_head("dqntrader report: " + r.run_directory);
   out << "<h1>dqntrader run report</h1>\n<p class=\"meta\">Run <code>"
       << escape_html(r.run_directory) << "</code>; network " << escape_html(r.network)
       << "; best policy from epoch " << r.best_epoch << " of " << r.epochs.size() << ".</p>\n"
-      << "<p class=\"meta\">Validation window: " << escape_html(r.data_source) << ", bars "
-      << r.first_bar << " .. " << r.last_bar << " ("
-      << escape_html(data::format_iso8601_ms(r.timestamps_ms.front())) << " .. "
-      << escape_html(data::format_iso8601_ms(r.timestamps_ms.back())) << "), " << n
-      << " bar returns.</p>\n";
+      << "<p class=\"meta\">Validation window: " << window_text(v) << ".</p>\n";
+  if (r.test)
+    out << "<p class=\"meta\">Test window: " << window_text(*r.test) << ".</p>\n";
 
-  out << "<h2>Best policy on the validation window</h2>\n";
-  const std::vector<double> time = as_doubles(r.timestamps_ms, r.timestamps_ms.size());
-  {
-    std::vector<EquityCurve> curves = {{"policy", policy_colour, &r.policy}};
-    for (const BaselineCurve& b : r.baselines)
-      curves.push_back({b.policy, baseline_colour(b.policy), &b.path});
-    out << equity_chart("equity", "Equity (E_0 = 1): best policy and the built-in policies", curves,
-                        time);
-  }
-  {
-    LineChart chart;
-    chart.id = "drawdown";
-    chart.title = "Drawdown: E_t / max(E_0 .. E_t) - 1";
-    chart.x = {"time (UTC)", true};
-    chart.y.label = "drawdown";
-    chart.series.push_back({"policy", policy_colour, time, drawdowns(r.policy)});
-    for (const BaselineCurve& b : r.baselines)
-      chart.series.push_back({b.policy, baseline_colour(b.policy), time, drawdowns(b.path)});
-    out << render(chart);
-  }
+  out << "<h2>Best policy on the validation window</h2>\n" << window_charts(v, "");
   {
     LineChart chart;
     chart.id = "position";
@@ -300,8 +345,8 @@ std::string render_html(const RunReport& r) {
     chart.x = {"time (UTC)", true};
     chart.y.label = "position";
     chart.zero_line = true;
-    Series s{"policy", policy_colour, as_doubles(r.timestamps_ms, r.policy.positions.size()),
-             r.policy.positions, true};
+    Series s{"policy", policy_colour, as_doubles(v.timestamps_ms, v.policy.positions.size()),
+             v.policy.positions, true};
     chart.series.push_back(std::move(s));
     out << render(chart);
   }
@@ -310,22 +355,20 @@ std::string render_html(const RunReport& r) {
     h.id = "returns";
     h.title = "Distribution of the policy's bar returns r_t (after costs)";
     h.x.label = "bar return";
-    h.values = r.policy.returns;
+    h.values = v.policy.returns;
     h.colour = policy_colour;
     out << render(h);
   }
-  out << "<p class=\"meta\">The built-in policies over the same bars:";
-  for (const BaselineCurve& b : r.baselines) {
-    out << (&b == &r.baselines.front() ? " " : "; ") << escape_html(b.policy) << " total return "
-        << io::format_metric(b.metrics.total_return) << ", Sharpe "
-        << io::format_metric(b.metrics.sharpe) << ", max drawdown "
-        << io::format_metric(b.metrics.max_drawdown);
+  if (r.test) {
+    out << "<h2 id=\"test\">Best policy on the unseen test window</h2>\n"
+        << "<p class=\"meta\">The validation window chose the epoch; these bars came after it "
+           "and took no part in any choice, so their numbers carry no selection bias.</p>\n"
+        << window_charts(*r.test, "test-");
   }
-  out << ".</p>\n";
 
   out << "<h2>Metrics of the best policy</h2>\n<table id=\"metrics\">\n"
       << "<tr><th>metric</th><th>value</th><th>definition</th></tr>\n";
-  const nlohmann::json values = io::to_json(r.policy_metrics);
+  const nlohmann::json values = io::to_json(v.policy_metrics);
   std::size_t count = 0;
   const io::MetricDefinition* definitions = io::metric_definitions(count);
   for (std::size_t i = 0; i < count; ++i) {

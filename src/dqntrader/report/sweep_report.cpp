@@ -205,11 +205,12 @@ std::string render_html(const SweepReport& r) {
     for (const auto& [name, value] : m.settings)
       out << ", " << escape_html(name) << " " << escape_html(value);
     out << "), best policy from epoch " << r.best.best_epoch << "; network "
-        << escape_html(r.best.network) << "; validation bars " << r.best.first_bar << " .. "
-        << r.best.last_bar << ".</p>\n";
-    std::vector<double> time(r.best.timestamps_ms.begin(), r.best.timestamps_ms.end());
-    std::vector<EquityCurve> curves = {{"best member", policy_colour, &r.best.policy}};
-    for (const BaselineCurve& b : r.best.baselines) {
+        << escape_html(r.best.network) << "; validation bars " << r.best.validation.first_bar
+        << " .. " << r.best.validation.last_bar << ".</p>\n";
+    std::vector<double> time(r.best.validation.timestamps_ms.begin(),
+                             r.best.validation.timestamps_ms.end());
+    std::vector<EquityCurve> curves = {{"best member", policy_colour, &r.best.validation.policy}};
+    for (const BaselineCurve& b : r.best.validation.baselines) {
       if (b.policy == "buy-and-hold")
         curves.push_back({b.policy, baseline_colour(b.policy), &b.path});
     }

@@ -70,6 +70,10 @@ nlohmann::json leaderboard_json(const SweepPlan& plan) {
                        {"validation_sharpe", io::json_number(m.result.validation_sharpe)},
                        {"last_sharpe", io::json_number(m.result.last_sharpe)},
                        {"validation", m.result.best},
+                       {"test_sharpe", io::json_number(m.result.test.contains("sharpe")
+                                                           ? io::number_of(m.result.test["sharpe"])
+                                                           : std::nan(""))},
+                       {"test", m.result.test},
                        {"run", m.run}});
   }
   // Combinations, over their seeds' best validation Sharpe.
@@ -138,6 +142,8 @@ std::string leaderboard_csv(const SweepPlan& plan) {
          "validation_sharpe_std,validation_sharpe_min";
   for (std::size_t i = 0; i < count; ++i)
     out << "," << definitions[i].key;
+  for (std::size_t i = 0; i < count; ++i)
+    out << ",test_" << definitions[i].key;
   out << ",run\n";
   for (const auto& m : board["members"]) {
     out << "member," << m["rank"] << "," << m["member"] << "," << m["combination"] << ","
@@ -146,9 +152,11 @@ std::string leaderboard_csv(const SweepPlan& plan) {
       out << "," << csv_field(csv_value(m["settings"][a]));
     out << "," << m["best_epoch"] << "," << csv_value(m["validation_sharpe"]) << ","
         << csv_value(m["last_sharpe"]) << ",,,,,";
-    for (std::size_t i = 0; i < count; ++i) {
-      const auto found = m["validation"].find(definitions[i].key);
-      out << "," << (found == m["validation"].end() ? "" : csv_value(*found));
+    for (const char* window : {"validation", "test"}) {
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto found = m[window].find(definitions[i].key);
+        out << "," << (found == m[window].end() ? "" : csv_value(*found));
+      }
     }
     out << "," << csv_field(m["run"].get<std::string>()) << "\n";
   }
@@ -159,7 +167,7 @@ std::string leaderboard_csv(const SweepPlan& plan) {
     out << ",,,," << c["members"] << "," << c["finished"] << ","
         << csv_value(c["validation_sharpe_mean"]) << "," << csv_value(c["validation_sharpe_std"])
         << "," << csv_value(c["validation_sharpe_min"]);
-    for (std::size_t i = 0; i < count; ++i)
+    for (std::size_t i = 0; i < 2 * count; ++i)
       out << ",";
     out << ",\n";
   }

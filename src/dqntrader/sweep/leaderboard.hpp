@@ -1,6 +1,7 @@
 // A sweep's leaderboards, DIR/leaderboard.csv and DIR/leaderboard.json: one row per member
-// (its varied settings, seed, status and the validation metrics of its best epoch), best
-// validation Sharpe first, and one row per combination of settings aggregated over its seeds
+// (its varied settings, seed, status, the validation metrics of its best epoch and, with a
+// test window, that policy's metrics there: reported, never ranked by), best validation
+// Sharpe first, and one row per combination of settings aggregated over its seeds
 // (mean, standard deviation and minimum of their best validation Sharpe), best mean first.
 // Members that failed or have not run rank last.
 #pragma once

@@ -117,6 +117,8 @@ nlohmann::json to_json(const MemberResult& r) {
                       {"validation_sharpe", io::json_number(r.validation_sharpe)},
                       {"last_sharpe", io::json_number(r.last_sharpe)},
                       {"best", r.best}};
+  if (!r.test.empty())
+    j["test"] = r.test;
   if (!r.failure.empty())
     j["failure"] = r.failure;
   return j;
@@ -130,6 +132,7 @@ MemberResult member_result_from_json(const nlohmann::json& j) {
   r.validation_sharpe = io::number_of(j.value("validation_sharpe", nlohmann::json()));
   r.last_sharpe = io::number_of(j.value("last_sharpe", nlohmann::json()));
   r.best = j.value("best", nlohmann::json::object());
+  r.test = j.value("test", nlohmann::json::object());
   r.failure = j.value("failure", std::string());
   return r;
 }
@@ -142,6 +145,8 @@ MemberResult member_result(const train::RunResult& result) {
   r.validation_sharpe = result.best_epoch > 0 ? result.best_sharpe : std::nan("");
   r.last_sharpe = result.epochs > 0 ? result.last_sharpe : std::nan("");
   r.best = result.best_epoch > 0 ? io::to_json(result.best) : nlohmann::json::object();
+  if (result.test)
+    r.test = io::to_json(result.test->best);
   r.failure = result.failure;
   return r;
 }

@@ -27,6 +27,9 @@ struct MemberResult {
   double validation_sharpe = 0;  // of its best epoch (mean over the validation windows)
   double last_sharpe = 0;        // of its last epoch
   nlohmann::json best = nlohmann::json::object();  // its best epoch's validation metrics
+  // The same policy's metrics on the test window, looked at once when its run ended (empty
+  // without a test window): reported beside the ranking, never used for it.
+  nlohmann::json test = nlohmann::json::object();
   std::string failure;
 };
 

@@ -148,7 +148,15 @@ std::vector<Setting> settings(TrainConfig& c) {
       string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market", c.data),
       string("val-data", "separate validation bar file; empty: the last val-fraction of --data",
              c.val_data),
-      number("val-fraction", "share of the bars held out for validation", c.val_fraction),
+      number("val-fraction", "share of the bars before the test window held out for validation",
+             c.val_fraction),
+      string("test-data",
+             "separate test bar file; empty: the last test-fraction of --val-data, or of --data",
+             c.test_data),
+      number("test-fraction",
+             "share of the bars held out at the end for the test window, evaluated once after "
+             "training (0: none)",
+             c.test_fraction),
       number("synth-bars", "bars of the built-in synthetic market (seeded by --seed)",
              c.synth_bars),
       names("feature-columns", "extra feature columns, by name (comma-separated)",
@@ -237,6 +245,7 @@ void validate(const TrainConfig& c) {
       throw InputError(what);
   };
   require(c.val_fraction > 0.0 && c.val_fraction < 1.0, "val-fraction must lie in (0, 1)");
+  require(c.test_fraction >= 0.0 && c.test_fraction < 1.0, "test-fraction must lie in [0, 1)");
   require(c.synth_bars >= 1000, "synth-bars must be at least 1000");
   require(!c.hidden.empty(), "hidden needs at least one layer");
   for (std::size_t w : c.hidden)
@@ -332,8 +341,9 @@ const std::vector<std::string>& member_setting_names() {
 
 const std::vector<std::string>& sweep_setting_names() {
   static const std::vector<std::string> names = {
-      "data",      "val-data",   "val-fraction", "synth-bars",  "cost",        "bars-per-year",
-      "risk-free", "chunk-bars", "checkpoints",  "graph-steps", "val-windows", "out"};
+      "data",        "val-data",    "val-fraction",  "test-data", "test-fraction",
+      "synth-bars",  "cost",        "bars-per-year", "risk-free", "chunk-bars",
+      "checkpoints", "graph-steps", "val-windows",   "out"};
   return names;
 }
 

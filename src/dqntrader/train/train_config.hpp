@@ -21,8 +21,10 @@ struct TrainConfig {
   // data
   std::string data;                 // bar file; empty: the built-in synthetic market
   std::string val_data;             // separate validation file; empty: the tail of data
-  double val_fraction = 0.25;       // share of the bars held out for validation
-  std::size_t synth_bars = 400000;  // size of the built-in market
+  double val_fraction = 0.25;       // share of the bars before the test window for validation
+  std::string test_data;            // separate test file; empty: the tail of the last file
+  double test_fraction = 0.2;       // share of the bars held out at the end for the test
+  std::size_t synth_bars = 500000;  // size of the built-in market
   std::vector<std::string> feature_columns, feature_prefixes;
   int return_window = 16, volatility_window = 16, ofi_window = 4;
   // network

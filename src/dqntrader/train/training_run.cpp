@@ -18,8 +18,10 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
 #include "dqntrader/core/status_line.hpp"
+#include "dqntrader/core/transfer.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/eval/backtest_evaluator.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
@@ -207,6 +209,27 @@ RunData load_run_data(const TrainConfig& config) {
   }
   if (!config.val_data.empty())
     run.validation = data::load_bars(config.val_data, columns);
+  if (!config.test_data.empty()) {
+    run.test = data::load_bars(config.test_data, columns);
+  } else if (config.test_fraction > 0.0) {
+    // The test window is the tail of the last bars in time: the validation file's, or the
+    // data's. What training and validation see is the rest.
+    data::Bars& last = config.val_data.empty() ? run.bars : run.validation;
+    const std::size_t held = static_cast<std::size_t>(
+        std::llround(static_cast<double>(last.size()) * config.test_fraction));
+    if (held < 3 || held >= last.size()) {
+      throw InputError(last.source, 0, 0,
+                       "test-fraction " + number_text(config.test_fraction) + " of " +
+                           std::to_string(last.size()) + " bars leaves " + std::to_string(held) +
+                           " test bars; the test window needs at least 3 and bars before it "
+                           "(or --test-fraction 0 for none)");
+    }
+    run.test = std::move(last);
+    run.test_begin = run.test.size() - held;
+    last = data::first_bars(run.test, run.test_begin);
+  }
+  if (run.has_test())
+    run.test_fingerprint = fingerprint(run.test);
   run.fingerprint =
       fingerprint(run.bars) ^
       (config.val_data.empty() ? 0 : fingerprint(run.validation) * 0x9E3779B97F4A7C15ull);
@@ -268,31 +291,96 @@ nlohmann::json baselines_json(const std::vector<Baseline>& baselines) {
   return j;
 }
 
+nlohmann::json to_json(const TestResult& test) {
+  nlohmann::json baselines = nlohmann::json::object();
+  for (const auto& [policy, metrics] : test.baselines)
+    baselines[policy] = io::to_json(metrics);
+  return {{"window",
+           {{"data", test.source},
+            {"first_bar", test.first_bar},
+            {"last_bar", test.last_bar},
+            {"fingerprint", fingerprint_text(test.fingerprint)}}},
+          {"best", io::to_json(test.best)},
+          {"last", io::to_json(test.last)},
+          {"baselines", baselines}};
+}
+
 namespace {
 
 // "0.98x sign-of-ofi (2.640), +1.899 over buy-and-hold (0.412)": a validation Sharpe against
 // the rule that knows the market's signal and against holding.
-std::string compared_with_baselines(double sharpe, const std::vector<Baseline>& baselines) {
+std::string compared_with_baselines(double sharpe,
+                                    const std::vector<std::pair<std::string, double>>& baselines) {
   std::string text;
-  for (const Baseline& b : baselines) {
-    if (b.policy == "sign-of-ofi" && std::isfinite(b.validation_sharpe) &&
-        b.validation_sharpe > 0) {
+  for (const auto& [policy, baseline] : baselines) {
+    if (policy == "sign-of-ofi" && std::isfinite(baseline) && baseline > 0) {
       if (!text.empty())
         text += ", ";
-      text += io::format_fixed(sharpe / b.validation_sharpe, 2) + "x " + b.policy + " (" +
-              io::format_fixed(b.validation_sharpe, 3) + ")";
+      text += io::format_fixed(sharpe / baseline, 2) + "x " + policy + " (" +
+              io::format_fixed(baseline, 3) + ")";
     }
   }
-  for (const Baseline& b : baselines) {
-    if (b.policy == "buy-and-hold" && std::isfinite(b.validation_sharpe)) {
-      const double difference = sharpe - b.validation_sharpe;
+  for (const auto& [policy, baseline] : baselines) {
+    if (policy == "buy-and-hold" && std::isfinite(baseline)) {
+      const double difference = sharpe - baseline;
       if (!text.empty())
         text += ", ";
       text += std::string(difference >= 0 ? "+" : "") + io::format_fixed(difference, 3) + " over " +
-              b.policy + " (" + io::format_fixed(b.validation_sharpe, 3) + ")";
+              policy + " (" + io::format_fixed(baseline, 3) + ")";
     }
   }
   return text;
+}
+
+// The test window of the run's data (InputError when it is too short for the features).
+eval::BarRange test_window(const RunData& data, const data::FeatureSpec& features) {
+  const eval::BarRange window{std::max(data.test_begin, features.warmup()), data.test.size()};
+  if (window.end < window.begin + 3) {
+    throw InputError(data.test.source, 0, 0,
+                     "too few test bars after the feature warm-up of " +
+                         std::to_string(features.warmup()) + " bars (the test window needs 3)");
+  }
+  return window;
+}
+
+// The test window's one look: the metrics there of each parameter vector of rows (policies of
+// the trainer's network, with its features and training statistics) in one pass on the
+// device, and the built-in policies'.
+TestResult look_at_test_window(const ExecSpace& space, const DqnTrainer& trainer,
+                               const RunData& data, const data::FeatureSet& features,
+                               const TrainConfig& population, const std::vector<float>& rows,
+                               std::size_t policies, std::vector<eval::WindowMetrics>& metrics) {
+  const io::PolicyFile shape = trainer.policy({});
+  const eval::BarRange window = test_window(data, shape.features);
+  const eval::BacktestConfig config = backtest_config(population, trainer.positions());
+  eval::BacktestEvaluator evaluator(space, features, shape.stats, shape.network, window, config,
+                                    policies);
+  const auto device = upload(space, rows, "dqntrader::train::test_policies");
+  metrics = evaluator.evaluate_many(
+      eval::parameter_rows(device.data(), policies, rows.size() / policies));
+  TestResult test;
+  test.source = data.test.source;
+  test.first_bar = window.begin;
+  test.last_bar = window.end - 1;
+  test.fingerprint = data.test_fingerprint;
+  for (const Baseline& b : evaluate_baselines(space, data.test, {window}, config))
+    test.baselines.push_back({b.policy, b.windows.front()});
+  return test;
+}
+
+std::vector<std::pair<std::string, double>> sharpes(const std::vector<Baseline>& baselines) {
+  std::vector<std::pair<std::string, double>> list;
+  for (const Baseline& b : baselines)
+    list.push_back({b.policy, b.validation_sharpe});
+  return list;
+}
+
+std::vector<std::pair<std::string, double>> sharpes(
+    const std::vector<std::pair<std::string, eval::WindowMetrics>>& baselines) {
+  std::vector<std::pair<std::string, double>> list;
+  for (const auto& [policy, metrics] : baselines)
+    list.push_back({policy, metrics.sharpe});
+  return list;
 }
 
 }  // namespace
@@ -322,21 +410,27 @@ std::string member_section(const char* name, std::size_t m) {
   return std::string(name) + "/" + std::to_string(m);
 }
 
-// The member's closing files: last.dqnpolicy (its parameters now) and final_metrics.json.
-void finish_member(MemberRun& run, const DqnTrainer& trainer, std::size_t m,
-                   const std::vector<Baseline>& baselines, std::uint64_t fingerprint,
-                   std::size_t val_begin, std::size_t val_end) {
+// A member that takes no more steps: last.dqnpolicy (its parameters now).
+void close_member(MemberRun& run, const DqnTrainer& trainer, std::size_t m,
+                  std::uint64_t fingerprint) {
   io::PolicyFile last = trainer.policy(trainer.parameters(m));
   last.info = {{"epoch", run.result.epochs}, {"data_fingerprint", fingerprint_text(fingerprint)}};
   io::write_policy(run.dir + "last.dqnpolicy", last);
+  run.finished = true;
+}
+
+// The member's results when the run ends: final_metrics.json.
+void write_final_metrics(const MemberRun& run, const std::vector<Baseline>& baselines,
+                         std::size_t val_begin, std::size_t val_end) {
   nlohmann::json final_metrics = io::to_json(run.result.best);
   nlohmann::json kept = nlohmann::json::object();
   for (const Baseline& b : baselines)
     kept[b.policy] = io::to_json(b.windows.front());
   final_metrics["baselines"] = kept;
   final_metrics["validation_window"] = {{"first_bar", val_begin}, {"last_bar", val_end - 1}};
+  if (run.result.test)
+    final_metrics["test"] = to_json(*run.result.test);
   io::write_file_atomically(run.dir + "final_metrics.json", final_metrics.dump(2) + "\n");
-  run.finished = true;
 }
 
 }  // namespace
@@ -387,6 +481,12 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   }
 
   DqnTrainer trainer(space, configs, bars, run_data.separate_validation());
+  // The test bars' features, checked now (columns, length) and used once, when the run ends.
+  std::optional<data::FeatureSet> test_features;
+  if (run_data.has_test()) {
+    test_window(run_data, trainer.features());
+    test_features.emplace(space, run_data.test, trainer.features());
+  }
   std::size_t first_epoch = 1;
   if (resume.resume) {
     std::vector<io::Section> sections;
@@ -471,9 +571,14 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   const auto [val_begin, val_end] = trainer.validation_window();
   log << "dqntrader train: " << bars.source << ": training bars " << train_begin << ".."
       << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
-      << (population.val_data.empty() ? "" : " of " + population.val_data) << "; network "
-      << nn::describe(trainer.network()) << ", " << to_string(population.precision) << "; "
-      << trainer.vaccine_bars() << " stress bars"
+      << (population.val_data.empty() ? "" : " of " + population.val_data)
+      << (run_data.has_test()
+              ? ", test bars " + std::to_string(test_window(run_data, trainer.features()).begin) +
+                    ".." + std::to_string(run_data.test.size() - 1) + " of " +
+                    run_data.test.source + " (held out until the end)"
+              : std::string())
+      << "; network " << nn::describe(trainer.network()) << ", " << to_string(population.precision)
+      << "; " << trainer.vaccine_bars() << " stress bars"
       << (recorded_steps(population) > 0
               ? "; steps recorded in cycles of " + std::to_string(recorded_steps(population))
               : std::string())
@@ -639,19 +744,52 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     // Members that stopped early close their run now (they take no more steps).
     for (std::size_t m = 0; m < k; ++m) {
       if (runs[m].done && !runs[m].result.failed && !runs[m].finished)
-        finish_member(runs[m], trainer, m, baselines, data_fingerprint, val_begin, val_end);
+        close_member(runs[m], trainer, m, data_fingerprint);
+    }
+  }
+  std::vector<std::size_t> survivors;  // the members that did not fail
+  for (std::size_t m = 0; m < k; ++m) {
+    if (!runs[m].result.failed) {
+      survivors.push_back(m);
+      if (!runs[m].finished)
+        close_member(runs[m], trainer, m, data_fingerprint);
+    }
+  }
+  // The test window, looked at once, now that every choice is made: each member's selected
+  // and last policy in one pass, and the built-in policies.
+  if (test_features && !survivors.empty()) {
+    std::vector<float> rows;
+    for (const std::size_t m : survivors) {
+      const std::vector<float> last = trainer.parameters(m);
+      rows.insert(rows.end(), runs[m].best_parameters.begin(), runs[m].best_parameters.end());
+      rows.insert(rows.end(), last.begin(), last.end());
+    }
+    std::vector<eval::WindowMetrics> metrics;
+    const TestResult look = look_at_test_window(space, trainer, run_data, *test_features,
+                                                population, rows, 2 * survivors.size(), metrics);
+    for (std::size_t i = 0; i < survivors.size(); ++i) {
+      TestResult& test = runs[survivors[i]].result.test.emplace(look);
+      test.best = metrics[2 * i];
+      test.last = metrics[2 * i + 1];
     }
   }
   std::vector<RunResult> results;
   for (std::size_t m = 0; m < k; ++m) {
     MemberRun& run = runs[m];
-    if (!run.result.failed && !run.finished)
-      finish_member(run, trainer, m, baselines, data_fingerprint, val_begin, val_end);
     if (!run.result.failed) {
-      const std::string compared = compared_with_baselines(run.result.best_sharpe, baselines);
+      write_final_metrics(run, baselines, val_begin, val_end);
+      const std::string compared =
+          compared_with_baselines(run.result.best_sharpe, sharpes(baselines));
       log << "best validation Sharpe " << io::format_fixed(run.result.best_sharpe, 3)
-          << " at epoch " << run.result.best_epoch << (compared.empty() ? "" : ": " + compared)
-          << "; run in " << run.config.out << "\n";
+          << " at epoch " << run.result.best_epoch << (compared.empty() ? "" : ": " + compared);
+      if (run.result.test) {
+        const TestResult& test = *run.result.test;
+        const std::string against =
+            compared_with_baselines(test.best.sharpe, sharpes(test.baselines));
+        log << "; on the unseen test window " << io::format_fixed(test.best.sharpe, 3)
+            << (against.empty() ? "" : ": " + against);
+      }
+      log << "; run in " << run.config.out << "\n";
     }
     results.push_back(run.result);
   }

@@ -8,9 +8,10 @@
 //   best.dqnpolicy            the parameters with the best validation Sharpe so far
 //   last.dqnpolicy            the parameters after the last epoch
 //   baselines.json            the built-in policies' validation metrics (written at the start)
-//   final_metrics.json        the validation metrics of the best policy (DESIGN.md section 5
-//                             keys), under "baselines" those of the built-in policies, and
-//                             the validation bars as "validation_window" (first_bar, last_bar)
+//   final_metrics.json        the validation metrics of the best policy (docs/METRICS.md
+//                             keys), under "baselines" those of the built-in policies, the
+//                             validation bars as "validation_window" (first_bar, last_bar)
+//                             and, with a test window, "test" (to_json(TestResult))
 //   fault_report.json         only when the fault budget stopped the member
 // and, in the population's checkpoint directory (a single run's: its run directory),
 //   checkpoint-<E>.dqnckpt    the population's state after epoch E (the last `checkpoints`)
@@ -19,7 +20,9 @@
 #include <functional>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dqntrader/core/types.hpp"
@@ -37,6 +40,20 @@ struct Baseline {
   double validation_sharpe = 0;              // mean over the windows, as the run's own
 };
 
+/// The test window, looked at once when a run ends (after every choice it made): the selected
+/// policy (best validation epoch), the last policy and the built-in policies there.
+struct TestResult {
+  std::string source;                       // the file of the test bars (or the built-in market)
+  std::size_t first_bar = 0, last_bar = 0;  // the window, in those bars
+  std::uint64_t fingerprint = 0;            // of those bars
+  eval::WindowMetrics best, last;
+  std::vector<std::pair<std::string, eval::WindowMetrics>> baselines;  // policy, metrics
+};
+
+/// final_metrics.json's "test": {"window": {"data", "first_bar", "last_bar", "fingerprint"},
+/// "best": metrics, "last": metrics, "baselines": {policy: metrics}}.
+nlohmann::json to_json(const TestResult& test);
+
 struct RunResult {
   std::size_t epochs = 0;
   std::size_t best_epoch = 0;
@@ -47,6 +64,7 @@ struct RunResult {
   bool failed = false;              // its fault budget stopped it (fault_report.json)
   std::string failure;              // what stopped it
   std::vector<Baseline> baselines;  // buy-and-hold, flat and, with ofi, sign-of-ofi
+  std::optional<TestResult> test;   // none without a test window, or when the member failed
 };
 
 struct ResumeOptions {
@@ -56,15 +74,23 @@ struct ResumeOptions {
 };
 
 /// The bars a run learns and validates on, as its settings say (the data file or the built-in
-/// market; the separate validation file, if any).
+/// market; the separate validation file, if any), and apart from them the test window's: the
+/// test file, or the last test_fraction of the validation file (or, without one, of the data),
+/// cut off before training sees the rest.
 struct RunData {
-  data::Bars bars;
+  data::Bars bars;                // training (and, without a validation file, validation) bars
   data::Bars validation;          // empty without val_data
-  std::uint64_t fingerprint = 0;  // of both, as checkpoints record it
+  std::uint64_t fingerprint = 0;  // of both, as checkpoints record it (not of the test window)
+  // The test window: bars test_begin .. test.size() - 1 of test (the bars before test_begin
+  // are history for its first features only); test is empty when the run has none.
+  data::Bars test;
+  std::size_t test_begin = 0;
+  std::uint64_t test_fingerprint = 0;
 
   const data::Bars* separate_validation() const {
     return validation.size() > 0 ? &validation : nullptr;
   }
+  bool has_test() const { return test.size() > 0; }
 };
 RunData load_run_data(const TrainConfig& config);
 
