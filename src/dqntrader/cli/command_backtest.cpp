@@ -101,16 +101,56 @@ struct WeightPolicy {
   io::PolicyFile file;
 };
 
-bool same_evaluator(const io::PolicyFile& a, const io::PolicyFile& b) {
-  return a.network == b.network && a.features == b.features && a.stats.mean == b.stats.mean &&
-         a.stats.stdev == b.stats.stdev && a.positions == b.positions;
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos)
+    return text;
+  std::string quoted = "\"";
+  for (char c : text)
+    quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+// The per-bar paths as CSV: a row per bar return of each window (the window's number, the bar
+// at whose close the return is realised and its time), per policy the position held over the
+// bar, the net return and the equity after it (E_0 = 1 at the window's first bar), every
+// number with 17 significant digits (it reads back as the same double).
+std::string returns_csv(const std::vector<std::string>& names,
+                        const std::vector<eval::BarRange>& windows,
+                        const std::vector<std::vector<eval::PathDetail>>& details,
+                        const data::Bars& bars) {
+  std::string out = "window,bar,timestamp";
+  for (const std::string& name : names) {
+    for (const char* column : {":position", ":return", ":equity"})
+      out += "," + csv_field(name + column);
+  }
+  out += "\n";
+  char number[32];
+  auto add = [&](double v) {
+    std::snprintf(number, sizeof number, "%.17g", v);
+    out += ',';
+    out += number;
+  };
+  for (std::size_t w = 0; w < windows.size(); ++w) {
+    for (std::size_t i = 0; i < windows[w].returns(); ++i) {
+      const std::size_t bar = windows[w].begin + i + 1;
+      out += std::to_string(w + 1) + "," + std::to_string(bar) + "," +
+             data::format_iso8601_ms(bars.timestamp_ms[bar]);
+      for (const eval::PathDetail& d : details[w]) {
+        add(d.positions[i]);
+        add(d.returns[i]);
+        add(d.equity[i + 1]);
+      }
+      out += "\n";
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 Command add_backtest(CLI::App& app) {
   struct Options {
-    std::string data, json, from, to, precision;
+    std::string data, json, returns, from, to, precision;
     std::vector<std::string> weights, policies;
     std::size_t windows = 1;
     eval::BacktestConfig config;
@@ -149,6 +189,10 @@ Command add_backtest(CLI::App& app) {
   c->add_option("--json", options->json,
                 "also write the metrics as a JSON array, one object per policy and window "
                 "(policy, window, metrics), to this file ('-' for stdout)");
+  c->add_option("--returns", options->returns,
+                "also write every policy's per-bar position, net return and equity as CSV to "
+                "this file ('-' for stdout): one row per bar return (window, bar, timestamp), "
+                "one column group per policy");
   c->add_option("--precision", options->precision,
                 "network arithmetic: fp32, tf32 or bf16 (default: bf16 on CUDA, "
                 "fp32 on OpenMP)");
@@ -235,13 +279,16 @@ Command add_backtest(CLI::App& app) {
       names.push_back(eval::to_string(p));
     std::vector<std::vector<eval::WindowMetrics>> metrics(
         windows.size(), std::vector<eval::WindowMetrics>(names.size()));
+    const bool paths = !options->returns.empty();
+    std::vector<std::vector<eval::PathDetail>> details(paths ? windows.size() : 0,
+                                                       std::vector<eval::PathDetail>(names.size()));
     std::vector<bool> done(weights.size(), false);
     for (std::size_t k = 0; k < weights.size(); ++k) {
       if (done[k])
         continue;
       std::vector<std::size_t> group;
       for (std::size_t j = k; j < weights.size(); ++j) {
-        if (!done[j] && same_evaluator(weights[k].file, weights[j].file)) {
+        if (!done[j] && io::same_evaluator(weights[k].file, weights[j].file)) {
           group.push_back(j);
           done[j] = true;
         }
@@ -259,15 +306,23 @@ Command add_backtest(CLI::App& app) {
         eval::BacktestEvaluator evaluator(space, features, file.stats, file.network, windows[w],
                                           config, group.size());
         const std::vector<eval::WindowMetrics> m = evaluator.evaluate_many(parameters);
-        for (std::size_t g = 0; g < group.size(); ++g)
+        for (std::size_t g = 0; g < group.size(); ++g) {
           metrics[w][group[g]] = m[g];
+          if (paths) {
+            details[w][group[g]] = evaluator.path_detail(eval::Parameters(
+                device.data() + g * file.parameters.size(), file.parameters.size()));
+          }
+        }
       }
     }
     if (!builtins.empty()) {
       eval::BuiltinEvaluator evaluator(space, bars, config, longest);
       for (std::size_t b = 0; b < builtins.size(); ++b) {
-        for (std::size_t w = 0; w < windows.size(); ++w)
+        for (std::size_t w = 0; w < windows.size(); ++w) {
           metrics[w][weights.size() + b] = evaluator.evaluate(builtins[b], windows[w]);
+          if (paths)
+            details[w][weights.size() + b] = evaluator.detail(builtins[b], windows[w]);
+        }
       }
     }
 
@@ -299,6 +354,8 @@ Command add_backtest(CLI::App& app) {
     }
     if (!options->json.empty())
       write_output(options->json, json.dump(2) + "\n");
+    if (paths)
+      write_output(options->returns, returns_csv(names, windows, details, bars));
   };
   return command;
 }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/sweep/search_space.hpp"
+#include "dqntrader/sweep/selection.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
 #include "dqntrader/sweep/sweep_run.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -25,8 +27,9 @@ namespace {
 
 constexpr std::size_t kMostMembers = 64;
 
-// The best rows of the leaderboards, for the sweep's last lines.
-void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
+// The best rows of the leaderboards and the selection statistics (measured in
+// selection_seconds), for the sweep's last lines.
+void print_leaders(const sweep::SweepPlan& plan, double selection_seconds, std::ostream& out) {
   const nlohmann::json board = sweep::leaderboard_json(plan);
   auto settings = [](const nlohmann::json& s) {
     std::string text;
@@ -62,6 +65,30 @@ void print_leaders(const sweep::SweepPlan& plan, std::ostream& out) {
           << settings(c["settings"]) << "\n";
     }
   }
+  const nlohmann::json& s = plan.selection;
+  if (s.contains("note")) {
+    out << "selection statistics: " << s["note"].get<std::string>() << "\n";
+  } else if (s.contains("pbo")) {
+    const nlohmann::json& w = s["winner"];
+    out << "how much of the winner is luck (" << s["trials"] << " members, validation bars "
+        << s["window"]["first_bar"] << ".." << s["window"]["last_bar"] << "):\n"
+        << "  the winner's validation Sharpe "
+        << io::format_fixed(io::number_of(w["validation_sharpe"]), 3);
+    if (!w["test_sharpe"].is_null())
+      out << ", on the unseen test window " << io::format_fixed(io::number_of(w["test_sharpe"]), 3);
+    out << "\n  the best of " << s["trials"] << " members without skill would show "
+        << io::format_fixed(io::number_of(s["expected_max_sharpe_annualised"]), 3)
+        << "; deflated Sharpe ratio " << io::format_fixed(io::number_of(s["deflated_sharpe"]), 3)
+        << " (" << (io::number_of(s["deflated_sharpe"]) > 0.95 ? "above" : "not above")
+        << " 0.95: the edge "
+        << (io::number_of(s["deflated_sharpe"]) > 0.95 ? "survives" : "does not survive")
+        << " the number of members)\n"
+        << "  probability of backtest overfitting " << io::format_fixed(io::number_of(s["pbo"]), 3)
+        << " over " << s["splits"] << " splits of " << s["blocks"]
+        << " blocks (probability of loss "
+        << io::format_fixed(io::number_of(s["probability_of_loss"]), 3) << "); measured in "
+        << io::format_fixed(selection_seconds, 2) << " s\n";
+  }
   out << "leaderboards: " << plan.directory << "/leaderboard.csv and " << plan.directory
       << "/leaderboard.json\n";
 }
@@ -73,7 +100,7 @@ Command add_sweep(CLI::App& app) {
     train::TrainConfig config;
     std::string config_file, space_file, resume, seeds;
     std::vector<std::string> sets;
-    std::size_t random = 0, population = 0;
+    std::size_t random = 0, population = 0, pbo_blocks = 16;
     std::uint64_t random_seed = 1;
     SettingFlags flags;
   };
@@ -102,6 +129,10 @@ Command add_sweep(CLI::App& app) {
   c->add_option("--population", options->population,
                 "members trained together at most (default: as many as the device's free "
                 "memory holds, at most 64)");
+  c->add_option("--pbo-blocks", options->pbo_blocks,
+                "row blocks of the validation window into which the probability of backtest "
+                "overfitting cuts the members' returns (even, 2 to 24)")
+      ->capture_default_str();
   c->add_option("--config", options->config_file,
                 "JSON file of shared settings (keys as the flags below, without --)");
   c->add_option("--resume", options->resume,
@@ -176,7 +207,12 @@ Command add_sweep(CLI::App& app) {
         most = std::clamp<std::size_t>(
             exec::free_memory() / 10 * 8 / std::max<std::size_t>(bytes, 1), 1, kMostMembers);
       }
+      if (options->pbo_blocks < 2 || options->pbo_blocks > 24 || options->pbo_blocks % 2 != 0) {
+        throw InputError("--pbo-blocks " + std::to_string(options->pbo_blocks) +
+                         ": an even number from 2 to 24");
+      }
       plan = sweep::make_plan(base, space, base.out, most);
+      plan.pbo_blocks = options->pbo_blocks;
     }
     // Every rank has planned the same sweep (under MPI; one rank otherwise): rank 0's plan is
     // kept, and only rank 0 writes it.
@@ -200,8 +236,16 @@ Command add_sweep(CLI::App& app) {
                 << " members; " << first.directory << "\n";
     });
     dist::run_sweep(space, plan, std::cerr);
-    if (dist::ranks().rank == 0)
-      print_leaders(plan, std::cerr);
+    if (dist::ranks().rank == 0) {
+      // Every population has finished: how much of the winner is luck, measured once.
+      const auto start = std::chrono::steady_clock::now();
+      plan.selection = sweep::selection_json(space, plan);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      sweep::write_plan(plan);
+      sweep::write_leaderboards(plan);
+      print_leaders(plan, seconds, std::cerr);
+    }
   };
   return command;
 }

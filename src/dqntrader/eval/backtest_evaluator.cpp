@@ -118,6 +118,24 @@ std::vector<WindowMetrics> BacktestEvaluator::evaluate_graphed(const ParameterRo
   return fetch(count);
 }
 
+void BacktestEvaluator::enqueue_returns(const ParameterRows& parameters,
+                                        const ReturnMatrix& returns, std::size_t first_column) {
+  const std::size_t n = m_window.returns(), count = parameters.extent(0);
+  if (count > m_results.extent(0) || returns.extent(0) != n ||
+      first_column + count > returns.extent(1)) {
+    throw InputError(std::to_string(count) + " policies' " + std::to_string(n) +
+                     " returns from column " + std::to_string(first_column) +
+                     " do not fit a matrix of " + std::to_string(returns.extent(0)) + " x " +
+                     std::to_string(returns.extent(1)) + " (the evaluator takes " +
+                     std::to_string(m_results.extent(0)) + " policies)");
+  }
+  m_policy.enqueue(m_space, parameters, m_window.begin, n);
+  for (std::size_t k = 0; k < count; ++k) {
+    m_metrics.enqueue_returns(m_space, m_window.begin, m_policy.path(k, n),
+                              returns.data() + (first_column + k) * returns.stride(1));
+  }
+}
+
 PathDetail BacktestEvaluator::path_detail(const Parameters& parameters) {
   const std::size_t n = m_window.returns();
   m_policy.enqueue(m_space, as_rows(parameters), m_window.begin, n);

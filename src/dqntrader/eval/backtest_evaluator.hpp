@@ -20,6 +20,9 @@ namespace dqntrader::eval {
 /// One policy's flat parameters (nn::ParameterLayout), in device memory.
 using Parameters = Kokkos::View<const float*, DeviceMemory>;
 
+/// Per-bar returns of several policies: one column a policy, one row a bar return.
+using ReturnMatrix = Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory>;
+
 class BacktestEvaluator {
  public:
   /// window: the bars evaluated (features must be defined there: window.begin >=
@@ -47,6 +50,12 @@ class BacktestEvaluator {
   /// first (InputError otherwise). On OpenMP this is evaluate_many(). space must be the
   /// instance the evaluator was built with, on a stream of its own (exec::StreamSpace).
   std::vector<WindowMetrics> evaluate_graphed(const ParameterRows& parameters);
+
+  /// The per-bar net returns r_1 .. r_N on the window of every policy of parameters, into
+  /// columns first_column .. of returns (N rows, one column a policy), left on the device: the
+  /// numbers the metrics are made from. Does not wait.
+  void enqueue_returns(const ParameterRows& parameters, const ReturnMatrix& returns,
+                       std::size_t first_column);
 
   /// Equity curve, positions and per-bar returns of one policy (host copies).
   PathDetail path_detail(const Parameters& parameters);

@@ -376,10 +376,9 @@ MetricsEngine::MetricsEngine(const ExecSpace& space,
   compat::fence(space, "dqntrader::eval::MetricsEngine: the host mirror is released on return");
 }
 
-void MetricsEngine::enqueue(const ExecSpace& space, std::size_t begin,
-                            const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
-                            const Kokkos::View<WindowMetrics*, DeviceMemory>& results,
-                            std::size_t slot) const {
+void MetricsEngine::scan(const ExecSpace& space, std::size_t begin,
+                         const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
+                         const Kokkos::View<double*, DeviceMemory>& returns) const {
   const std::size_t n = path.extent(0);
   if (n > max_returns())
     throw InputError("window of " + std::to_string(n) + " returns exceeds the engine's " +
@@ -387,13 +386,32 @@ void MetricsEngine::enqueue(const ExecSpace& space, std::size_t begin,
   if (begin + n + 1 > m_close.extent(0))
     throw InputError("window runs past the last bar");
   const BarInputs in{m_close, m_positions, path, begin, m_config.cost};
-  auto returns = Kokkos::subview(m_returns, std::make_pair(std::size_t{0}, n));
   auto equity = Kokkos::subview(m_equity, std::make_pair(std::size_t{0}, n));
   auto log_equity = Kokkos::subview(m_log_equity, std::make_pair(std::size_t{0}, n));
   auto drawdown = Kokkos::subview(m_drawdown, std::make_pair(std::size_t{0}, n));
   auto trade_pnl = Kokkos::subview(m_trade_pnl, std::make_pair(std::size_t{0}, n));
   Kokkos::parallel_scan("dqntrader::eval::equity_scan", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
                         EquityScan{in, returns, equity, log_equity, drawdown, trade_pnl, n});
+}
+
+void MetricsEngine::enqueue_returns(const ExecSpace& space, std::size_t begin,
+                                    const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
+                                    double* returns) const {
+  scan(space, begin, path, Kokkos::View<double*, DeviceMemory>(returns, path.extent(0)));
+}
+
+void MetricsEngine::enqueue(const ExecSpace& space, std::size_t begin,
+                            const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
+                            const Kokkos::View<WindowMetrics*, DeviceMemory>& results,
+                            std::size_t slot) const {
+  const std::size_t n = path.extent(0);
+  auto returns = Kokkos::subview(m_returns, std::make_pair(std::size_t{0}, n));
+  scan(space, begin, path, returns);
+  const BarInputs in{m_close, m_positions, path, begin, m_config.cost};
+  auto equity = Kokkos::subview(m_equity, std::make_pair(std::size_t{0}, n));
+  auto log_equity = Kokkos::subview(m_log_equity, std::make_pair(std::size_t{0}, n));
+  auto drawdown = Kokkos::subview(m_drawdown, std::make_pair(std::size_t{0}, n));
+  auto trade_pnl = Kokkos::subview(m_trade_pnl, std::make_pair(std::size_t{0}, n));
   Kokkos::parallel_reduce("dqntrader::eval::first_pass",
                           Kokkos::RangePolicy<ExecSpace>(space, 0, n),
                           FirstPass{in, returns, drawdown, trade_pnl, m_config.risk_free}, m_sums);

@@ -46,6 +46,13 @@ class MetricsEngine {
                const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
                const Kokkos::View<WindowMetrics*, DeviceMemory>& results, std::size_t slot) const;
 
+  /// Enqueues on space the per-bar net returns r_1 .. r_N of path over the window starting at
+  /// bar begin into returns[0 .. N - 1] (device memory), the same numbers the metrics are made
+  /// from. Does not wait.
+  void enqueue_returns(const ExecSpace& space, std::size_t begin,
+                       const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
+                       double* returns) const;
+
   /// Runs enqueue for one slot and copies the per-bar series back (waits).
   PathDetail detail(const ExecSpace& space, std::size_t begin,
                     const Kokkos::View<const std::int8_t*, DeviceMemory>& path) const;
@@ -54,6 +61,11 @@ class MetricsEngine {
   std::size_t max_returns() const { return m_returns.extent(0); }
 
  private:
+  // The equity scan of path into returns and the engine's own per-bar series.
+  void scan(const ExecSpace& space, std::size_t begin,
+            const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
+            const Kokkos::View<double*, DeviceMemory>& returns) const;
+
   BacktestConfig m_config;
   Kokkos::View<const double*, DeviceMemory> m_close;
   Kokkos::View<double*, DeviceMemory> m_positions;  // the position of each action

@@ -127,4 +127,9 @@ PolicyFile read_policy(const std::string& path) {
   return policy;
 }
 
+bool same_evaluator(const PolicyFile& a, const PolicyFile& b) {
+  return a.network == b.network && a.features == b.features && a.stats.mean == b.stats.mean &&
+         a.stats.stdev == b.stats.stdev && a.positions == b.positions;
+}
+
 }  // namespace dqntrader::io

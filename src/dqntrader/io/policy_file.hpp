@@ -25,6 +25,10 @@ struct PolicyFile {
   nlohmann::json info = nlohmann::json::object();  // free-form provenance (training run, epoch)
 };
 
+/// Whether one evaluator can evaluate both together: the same network, features, feature
+/// statistics and positions.
+bool same_evaluator(const PolicyFile& a, const PolicyFile& b);
+
 /// Writes atomically; throws Error on failure.
 void write_policy(const std::string& path, const PolicyFile& policy);
 

@@ -124,7 +124,10 @@ nlohmann::json leaderboard_json(const SweepPlan& plan) {
                             {"validation_sharpe_std", io::json_number(a.stdev)},
                             {"validation_sharpe_min", io::json_number(a.minimum)}});
   }
-  return {{"members", members}, {"combinations", combinations}};
+  nlohmann::json board = {{"members", members}, {"combinations", combinations}};
+  if (!plan.selection.is_null())
+    board["selection"] = plan.selection;
+  return board;
 }
 
 std::string leaderboard_csv(const SweepPlan& plan) {

@@ -13,7 +13,8 @@
 
 namespace dqntrader::sweep {
 
-/// {"members": [...], "combinations": [...]}, each sorted.
+/// {"members": [...], "combinations": [...]}, each sorted, and, once the sweep has finished,
+/// "selection" (selection.hpp).
 nlohmann::json leaderboard_json(const SweepPlan& plan);
 
 /// The same rows as CSV, member rows then combination rows, a column "row" telling them

@@ -175,10 +175,17 @@ nlohmann::json plan_json(const SweepPlan& plan) {
                            {"checkpoints", p.checkpoints},
                            {"finished", p.finished}});
   }
-  return {{"format", "dqntrader sweep 1"}, {"base", plan.base},
-          {"space", to_json(plan.space)},  {"population_size", plan.most},
-          {"combinations", combinations},  {"members", members},
-          {"populations", populations}};
+  nlohmann::json j = {{"format", "dqntrader sweep 1"},
+                      {"base", plan.base},
+                      {"space", to_json(plan.space)},
+                      {"population_size", plan.most},
+                      {"pbo_blocks", plan.pbo_blocks},
+                      {"combinations", combinations},
+                      {"members", members},
+                      {"populations", populations}};
+  if (!plan.selection.is_null())
+    j["selection"] = plan.selection;
+  return j;
 }
 
 void write_plan(const SweepPlan& plan) {
@@ -203,6 +210,8 @@ SweepPlan plan_from_json(const nlohmann::json& j, const std::string& directory,
     plan.base = j.at("base");
     plan.space = space_from_json(j.at("space"), path);
     plan.most = j.at("population_size").get<std::size_t>();
+    plan.pbo_blocks = j.value("pbo_blocks", std::size_t{16});
+    plan.selection = j.value("selection", nlohmann::json());
     for (const auto& c : j.at("combinations")) {
       Combination combination;
       for (const Axis& a : plan.space.axes)

@@ -54,7 +54,11 @@ struct SweepPlan {
   std::vector<Combination> combinations;
   std::vector<MemberPlan> members;
   std::vector<PopulationPlan> populations;
-  std::size_t most = 1;  // members per population at most
+  std::size_t most = 1;         // members per population at most
+  std::size_t pbo_blocks = 16;  // row blocks of the selection's cross-validation (even)
+  // The selection statistics over the members' best policies (selection_json), once every
+  // population has finished; null before.
+  nlohmann::json selection;
 };
 
 /// The bytes one member of base's shape takes on the device (parameters, optimizer, guard,

@@ -1,0 +1,351 @@
+#include "dqntrader/eval/selection_statistics.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/kokkos_compat.hpp"
+
+namespace dqntrader::eval {
+
+namespace {
+
+using compat::kmath::log;
+using compat::kmath::sqrt;
+using Policy = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Policy::member_type;
+using Column = Kokkos::View<double*, DeviceMemory>;
+
+constexpr std::size_t kMostBlocks = 24;  // C(24, 12) = 2,704,156 splits
+
+// C(n, k), exact for the n of CSCV's blocks.
+KOKKOS_INLINE_FUNCTION std::uint64_t binomial(std::uint64_t n, std::uint64_t k) {
+  if (k > n)
+    return 0;
+  std::uint64_t c = 1;
+  for (std::uint64_t i = 1; i <= k; ++i)
+    c = c * (n - k + i) / i;
+  return c;
+}
+
+// Sharpe ratio of rows of one candidate given its mean and the sums of its deviations d from
+// that mean (sum d, sum d^2) over count rows: the mean and the (count - 1) variance of the rows.
+KOKKOS_INLINE_FUNCTION double sharpe_of(double column_mean, double sum, double squares,
+                                        double count) {
+  const double mean = sum / count;
+  const double variance = (squares - sum * mean) / (count - 1.0);
+  return variance > 0.0 ? (column_mean + mean) / sqrt(variance) : 0.0;
+}
+
+// Each candidate's mean, Sharpe ratio, skewness and kurtosis over all T rows, a team a column,
+// the central moments in a second pass over the rows.
+struct ColumnMoments {
+  Kokkos::View<const double**, Kokkos::LayoutLeft, DeviceMemory> returns;
+  Column mean, sharpe, skewness, kurtosis;
+  double undefined;  // NaN
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::size_t n = static_cast<std::size_t>(team.league_rank());
+    const std::size_t rows = returns.extent(0);
+    double sum = 0.0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, rows),
+        [&](const std::size_t i, double& s) { s += returns(i, n); }, sum);
+    const double mu = sum / static_cast<double>(rows);
+    double m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, rows),
+        [&](const std::size_t i, double& s) {
+          const double d = returns(i, n) - mu;
+          s += d * d;
+        },
+        m2);
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, rows),
+        [&](const std::size_t i, double& s) {
+          const double d = returns(i, n) - mu;
+          s += d * d * d;
+        },
+        m3);
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, rows),
+        [&](const std::size_t i, double& s) {
+          const double d = returns(i, n) - mu;
+          s += d * d * d * d;
+        },
+        m4);
+    Kokkos::single(Kokkos::PerTeam(team), [&] {
+      const double t = static_cast<double>(rows);
+      const double variance = m2 / (t - 1.0);
+      mean(n) = mu;
+      sharpe(n) = variance > 0.0 ? mu / sqrt(variance) : 0.0;
+      const double central2 = m2 / t;
+      skewness(n) = central2 > 0.0 ? (m3 / t) / (central2 * sqrt(central2)) : undefined;
+      kurtosis(n) = central2 > 0.0 ? (m4 / t) / (central2 * central2) : undefined;
+    });
+  }
+};
+
+// Each block's sums of every candidate's deviations from its mean (d, d^2): a team a (block,
+// candidate).
+struct BlockSums {
+  Kokkos::View<const double**, Kokkos::LayoutLeft, DeviceMemory> returns;
+  Kokkos::View<const double*, DeviceMemory> mean;
+  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> sums, squares;  // [block][candidate]
+  std::size_t blocks, dropped, length;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::size_t b = static_cast<std::size_t>(team.league_rank()) % blocks;
+    const std::size_t n = static_cast<std::size_t>(team.league_rank()) / blocks;
+    const std::size_t first = dropped + b * length;
+    const double mu = mean(n);
+    double s = 0.0, q = 0.0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, length),
+        [&](const std::size_t i, double& v) { v += returns(first + i, n) - mu; }, s);
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, length),
+        [&](const std::size_t i, double& v) {
+          const double d = returns(first + i, n) - mu;
+          v += d * d;
+        },
+        q);
+    Kokkos::single(Kokkos::PerTeam(team), [&] {
+      sums(b, n) = s;
+      squares(b, n) = q;
+    });
+  }
+};
+
+// One split of CSCV a thread: its blocks (the split-th choice of blocks / 2 of the blocks in
+// lexicographic order) in sample, the others out of sample; the in-sample best candidate (the
+// first of equals), its out-of-sample rank among all (ties share the mean of their ranks) and
+// the logit of that rank over N + 1.
+struct Splits {
+  Kokkos::View<const double*, DeviceMemory> mean;
+  Kokkos::View<const double**, Kokkos::LayoutLeft, DeviceMemory> sums, squares;
+  Column logit, in_sample, out_of_sample;  // per split: the logit, and the best's two SRs
+  std::size_t blocks, candidates;
+  double half_rows;  // rows in each half
+
+  // The in- and out-of-sample Sharpe ratios of candidate n.
+  KOKKOS_INLINE_FUNCTION void sharpes(std::uint32_t chosen, std::size_t n, double& in,
+                                      double& out) const {
+    double s_in = 0.0, q_in = 0.0, s_out = 0.0, q_out = 0.0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+      if (chosen & (1u << b)) {
+        s_in += sums(b, n);
+        q_in += squares(b, n);
+      } else {
+        s_out += sums(b, n);
+        q_out += squares(b, n);
+      }
+    }
+    in = sharpe_of(mean(n), s_in, q_in, half_rows);
+    out = sharpe_of(mean(n), s_out, q_out, half_rows);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t split) const {
+    std::uint32_t chosen = 0;
+    std::uint64_t rest = split;
+    std::size_t left = blocks / 2;
+    for (std::size_t b = 0; b < blocks && left > 0; ++b) {
+      const std::uint64_t with = binomial(blocks - b - 1, left - 1);
+      if (rest < with) {
+        chosen |= 1u << b;
+        --left;
+      } else {
+        rest -= with;
+      }
+    }
+    double best_in = 0.0, best_out = 0.0;
+    for (std::size_t n = 0; n < candidates; ++n) {
+      double in, out;
+      sharpes(chosen, n, in, out);
+      if (n == 0 || in > best_in) {
+        best_in = in;
+        best_out = out;
+      }
+    }
+    double below = 0.0, equal = 0.0;
+    for (std::size_t n = 0; n < candidates; ++n) {
+      double in, out;
+      sharpes(chosen, n, in, out);
+      below += out < best_out ? 1.0 : 0.0;
+      equal += out == best_out ? 1.0 : 0.0;
+    }
+    const double w = (below + 0.5 * (equal + 1.0)) / (static_cast<double>(candidates) + 1.0);
+    logit(split) = log(w / (1.0 - w));
+    in_sample(split) = best_in;
+    out_of_sample(split) = best_out;
+  }
+};
+
+struct SplitTotals {
+  double overfit, losses, x, y, xx, xy;
+};
+
+// The shares and the regression's sums over the splits.
+struct SumSplits {
+  using value_type = SplitTotals;
+  Kokkos::View<const double*, DeviceMemory> logit, in_sample, out_of_sample;
+
+  KOKKOS_INLINE_FUNCTION void init(SplitTotals& t) const { t = SplitTotals{0, 0, 0, 0, 0, 0}; }
+  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE SplitTotals& dst,
+                                   const DQNTRADER_JOIN_VOLATILE SplitTotals& src) const {
+    dst.overfit += src.overfit;
+    dst.losses += src.losses;
+    dst.x += src.x;
+    dst.y += src.y;
+    dst.xx += src.xx;
+    dst.xy += src.xy;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t s, SplitTotals& t) const {
+    const double x = in_sample(s), y = out_of_sample(s);
+    t.overfit += logit(s) <= 0.0 ? 1.0 : 0.0;
+    t.losses += y < 0.0 ? 1.0 : 0.0;
+    t.x += x;
+    t.y += y;
+    t.xx += x * x;
+    t.xy += x * y;
+  }
+};
+
+template <class V>
+std::vector<double> to_host(const V& device) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), device);
+  return std::vector<double>(host.data(), host.data() + host.extent(0));
+}
+
+}  // namespace
+
+double normal_cdf(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
+
+double normal_quantile(double p) {
+  if (!(p > 0.0 && p < 1.0))
+    return p == 0.0 ? -INFINITY : (p == 1.0 ? INFINITY : NAN);
+  // Acklam's rational approximation (relative error below 1.2e-9), then one step of Halley's
+  // method on the distribution function, which brings it to double precision.
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  const double low = 0.02425;
+  double x;
+  if (p < low) {
+    const double q = std::sqrt(-2.0 * std::log(p));
+    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  } else if (p <= 1.0 - low) {
+    const double q = p - 0.5, r = q * q;
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+  } else {
+    const double q = std::sqrt(-2.0 * std::log1p(-p));
+    x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  }
+  const double e = normal_cdf(x) - p;
+  const double u = e * 2.5066282746310002 * std::exp(0.5 * x * x);  // sqrt(2 pi)
+  return x - u / (1.0 + 0.5 * x * u);
+}
+
+SelectionStatistics selection_statistics(const ExecSpace& space, const ReturnMatrix& returns,
+                                         std::size_t winner, std::size_t blocks) {
+  const std::size_t t = returns.extent(0), n = returns.extent(1);
+  if (n < 2)
+    throw InputError("the selection statistics need two or more candidates, not " +
+                     std::to_string(n));
+  if (winner >= n)
+    throw InputError("the selected candidate " + std::to_string(winner) + " is not one of " +
+                     std::to_string(n));
+  if (blocks < 2 || blocks % 2 != 0 || blocks > kMostBlocks)
+    throw InputError("the blocks of CSCV must be an even number from 2 to " +
+                     std::to_string(kMostBlocks) + ", not " + std::to_string(blocks));
+  if (t / blocks < 2)
+    throw InputError(std::to_string(t) + " bar returns are too few for " + std::to_string(blocks) +
+                     " blocks of at least 2");
+  SelectionStatistics stats;
+  stats.trials = n;
+  stats.returns = t;
+  stats.winner = winner;
+  stats.blocks = blocks;
+  stats.dropped = t % blocks;
+  const std::size_t length = t / blocks;
+
+  auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
+  Column mean(alloc("dqntrader::eval::selection::mean"), n);
+  Column sharpe(alloc("dqntrader::eval::selection::sharpe"), n);
+  Column skewness(alloc("dqntrader::eval::selection::skewness"), n);
+  Column kurtosis(alloc("dqntrader::eval::selection::kurtosis"), n);
+  Kokkos::parallel_for("dqntrader::eval::selection::moments",
+                       Policy(space, static_cast<int>(n), Kokkos::AUTO),
+                       ColumnMoments{returns, mean, sharpe, skewness, kurtosis,
+                                     std::numeric_limits<double>::quiet_NaN()});
+
+  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> sums(
+      alloc("dqntrader::eval::selection::block_sums"), blocks, n);
+  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> squares(
+      alloc("dqntrader::eval::selection::block_squares"), blocks, n);
+  Kokkos::parallel_for("dqntrader::eval::selection::blocks",
+                       Policy(space, static_cast<int>(blocks * n), Kokkos::AUTO),
+                       BlockSums{returns, mean, sums, squares, blocks, stats.dropped, length});
+
+  const std::size_t splits = static_cast<std::size_t>(binomial(blocks, blocks / 2));
+  Column logit(alloc("dqntrader::eval::selection::logits"), splits);
+  Column in_sample(alloc("dqntrader::eval::selection::in_sample"), splits);
+  Column out_of_sample(alloc("dqntrader::eval::selection::out_of_sample"), splits);
+  Kokkos::parallel_for("dqntrader::eval::selection::splits",
+                       Kokkos::RangePolicy<ExecSpace>(space, 0, splits),
+                       Splits{mean, sums, squares, logit, in_sample, out_of_sample, blocks, n,
+                              static_cast<double>(blocks / 2 * length)});
+  SplitTotals totals{};
+  Kokkos::parallel_reduce("dqntrader::eval::selection::totals",
+                          Kokkos::RangePolicy<ExecSpace>(space, 0, splits),
+                          SumSplits{logit, in_sample, out_of_sample}, totals);
+
+  // What comes back: a few numbers a candidate and one a split.
+  stats.sharpes = to_host(sharpe);
+  stats.logits = to_host(logit);
+  stats.skewness = to_host(skewness)[winner];
+  stats.kurtosis = to_host(kurtosis)[winner];
+
+  const double count = static_cast<double>(splits);
+  stats.pbo = totals.overfit / count;
+  stats.probability_of_loss = totals.losses / count;
+  const double spread = count * totals.xx - totals.x * totals.x;
+  stats.slope = spread > 0.0 ? (count * totals.xy - totals.x * totals.y) / spread : NAN;
+
+  double average = 0.0;
+  for (double s : stats.sharpes)
+    average += s;
+  average /= static_cast<double>(n);
+  double deviations = 0.0;
+  for (double s : stats.sharpes)
+    deviations += (s - average) * (s - average);
+  stats.sharpe_variance = deviations / static_cast<double>(n - 1);
+  const double gamma = 0.5772156649015329;  // Euler-Mascheroni
+  const double trials = static_cast<double>(n);
+  stats.expected_max_sharpe = std::sqrt(stats.sharpe_variance) *
+                              ((1.0 - gamma) * normal_quantile(1.0 - 1.0 / trials) +
+                               gamma * normal_quantile(1.0 - 1.0 / (trials * std::exp(1.0))));
+  const double best = stats.sharpes[winner];
+  const double spread_of_estimate =
+      1.0 - stats.skewness * best + (stats.kurtosis - 1.0) / 4.0 * best * best;
+  stats.deflated_sharpe =
+      spread_of_estimate > 0.0
+          ? normal_cdf((best - stats.expected_max_sharpe) * std::sqrt(static_cast<double>(t - 1)) /
+                       std::sqrt(spread_of_estimate))
+          : NAN;
+  return stats;
+}
+
+}  // namespace dqntrader::eval
