@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/sweep/search_space.hpp"
 #include "dqntrader/train/train_config.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -192,6 +193,18 @@ TEST_F(Sweep, AGridTimesSeedsRanksTheMembersAsTheirRunsRecordedThem) {
   const std::string equity = figure("best-equity");
   EXPECT_NE(equity.find("data-series=\"best member\""), std::string::npos);
   EXPECT_NE(equity.find("data-series=\"buy-and-hold\""), std::string::npos);
+  // How much of the winner is luck: the statistics leaderboard.json holds, a histogram of the
+  // splits' logits (C(16, 8) of them, in 20 bins) and a point per member's validation and test
+  // Sharpe.
+  const auto luck = html.find("<h2 id=\"luck\">");
+  ASSERT_NE(luck, std::string::npos);
+  EXPECT_NE(
+      html.find(io::format_metric(io::number_of(board["selection"]["deflated_sharpe"])), luck),
+      std::string::npos);
+  EXPECT_NE(html.find(io::format_metric(io::number_of(board["selection"]["pbo"])), luck),
+            std::string::npos);
+  EXPECT_EQ(count(figure("pbo-logits"), "<rect class=\"bar\""), 20u);
+  EXPECT_EQ(count(figure("validation-test"), "<circle class=\"point\""), 8u);
   std::size_t previous_row = 0;
   for (const auto& row : board["members"]) {
     const std::string member = row["run"].get<std::string>().substr(8);

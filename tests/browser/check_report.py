@@ -90,7 +90,7 @@ MIN_LEADERBOARD_ROWS = 2
 MIN_COMBINATION_ROWS = 1
 # Leaderboard columns; the swept settings sit between "seed" and "status".
 LEADERBOARD_COLUMNS = ("rank", "member", "seed", "status", "best epoch", "validation Sharpe",
-                       "total return", "max drawdown")
+                       "total return", "max drawdown", "test Sharpe")
 NO_RUN_STATUSES = ("pending", "failed")  # members the report reads no epochs of
 POINT_SLACK_PX = 0.5       # a point's centre may sit this far outside the plot area
 

@@ -350,7 +350,7 @@ std::string render(const Histogram& h) {
   s.y.hi =
       std::max<double>(1.0, static_cast<double>(*std::max_element(counts.begin(), counts.end())));
   std::ostringstream out;
-  open_chart(out, h.id, h.title, s, h.x, Axis{"bars", false});
+  open_chart(out, h.id, h.title, s, h.x, Axis{h.counted, false});
   if (empty) {
     no_data(out);
   } else {

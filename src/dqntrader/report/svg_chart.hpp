@@ -43,6 +43,7 @@ struct Histogram {
   std::vector<double> values;  // non-finite values are left out
   std::size_t bins = 40;
   std::string colour;
+  std::string counted = "bars";  // what a bar's height counts (the y axis's label)
 };
 
 std::string render(const LineChart& chart);

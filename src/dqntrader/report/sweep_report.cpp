@@ -53,6 +53,7 @@ SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
     const nlohmann::json& best = m["validation"];
     row.total_return = best.contains("total_return") ? io::number_of(best["total_return"]) : nan;
     row.max_drawdown = best.contains("max_drawdown") ? io::number_of(best["max_drawdown"]) : nan;
+    row.test_sharpe = io::number_of(m["test_sharpe"]);
     if (row.status != "pending" && row.status != "failed")
       row.epochs = read_epochs(dir + "/" + m["run"].get<std::string>());
     report.members.push_back(std::move(row));
@@ -68,6 +69,7 @@ SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
     row.minimum = io::number_of(c["validation_sharpe_min"]);
     report.combinations.push_back(std::move(row));
   }
+  report.selection = plan.selection;
   if (!report.members.empty() && std::isfinite(report.members.front().validation_sharpe)) {
     report.has_best = true;
     report.best = collect_run_report(
@@ -147,6 +149,81 @@ std::string setting_chart(const SweepReport& r, std::size_t a) {
   return render(chart);
 }
 
+// "How much of the winner is luck": the winner's validation and test Sharpe ratios, the
+// expected maximum of the members without skill, the deflated Sharpe ratio and PBO, the
+// histogram of the splits' logits and every member's validation against test Sharpe.
+std::string luck_section(const SweepReport& r) {
+  const nlohmann::json& s = r.selection;
+  if (s.is_null())
+    return "";
+  std::ostringstream out;
+  out << "<h2 id=\"luck\">How much of the winner is luck</h2>\n";
+  if (s.contains("note")) {
+    out << "<p class=\"meta\">" << escape_html(s["note"].get<std::string>()) << ".</p>\n";
+    return out.str();
+  }
+  const nlohmann::json& w = s["winner"];
+  const double dsr = io::number_of(s["deflated_sharpe"]), pbo = io::number_of(s["pbo"]);
+  out << "<table id=\"selection\">\n"
+      << "<tr><td>the winner's validation Sharpe (the window that chose it)</td><td "
+         "class=\"value\">"
+      << cell(io::number_of(w["validation_sharpe"])) << "</td></tr>\n"
+      << "<tr><td>the winner's Sharpe on the unseen test window</td><td class=\"value\">"
+      << cell(io::number_of(w["test_sharpe"])) << "</td></tr>\n"
+      << "<tr><td>expected best of " << s["trials"]
+      << " members without skill (annualised)</td><td class=\"value\">"
+      << cell(io::number_of(s["expected_max_sharpe_annualised"])) << "</td></tr>\n"
+      << "<tr><td>deflated Sharpe ratio (above 0.95: the edge survives the number of "
+         "members)</td><td class=\"value\">"
+      << cell(dsr) << "</td></tr>\n"
+      << "<tr><td>probability of backtest overfitting (" << s["splits"] << " splits of "
+      << s["blocks"] << " blocks; about 0.5 without an edge)</td><td class=\"value\">" << cell(pbo)
+      << "</td></tr>\n"
+      << "<tr><td>probability of loss out of sample</td><td class=\"value\">"
+      << cell(io::number_of(s["probability_of_loss"])) << "</td></tr>\n"
+      << "<tr><td>slope of out-of-sample on in-sample Sharpe</td><td class=\"value\">"
+      << cell(io::number_of(s["slope"])) << "</td></tr>\n</table>\n"
+      << "<p class=\"meta\">"
+      << (dsr > 0.95 && pbo < 0.5
+              ? "The winner's edge survives the number of members it was chosen from."
+              : "The winner's validation Sharpe is within what chance among this many members "
+                "explains: expect its test Sharpe, not its validation Sharpe.")
+      << " Definitions: docs/METRICS.md, Selection statistics.</p>\n";
+  {
+    Histogram h;
+    h.id = "pbo-logits";
+    h.title =
+        "Logit of the in-sample best's out-of-sample rank, one per split (PBO: the share "
+        "at or below 0)";
+    h.x.label = "logit of the relative rank";
+    for (const nlohmann::json& l : s["logits"])
+      h.values.push_back(io::number_of(l));
+    h.bins = 20;
+    h.counted = "splits";
+    h.colour = policy_colour;
+    out << render(h);
+  }
+  {
+    LineChart chart;
+    chart.id = "validation-test";
+    chart.title = "Each member's validation Sharpe against its test Sharpe (the winner in blue)";
+    chart.x.label = "validation Sharpe (best epoch)";
+    chart.y.label = "test Sharpe (the same policy)";
+    chart.legend = false;
+    chart.zero_line = true;
+    Series best{"winner", policy_colour, {}, {}, false, true};
+    Series others{"members", other_colour, {}, {}, false, true};
+    for (std::size_t i = 0; i < r.members.size(); ++i) {
+      Series& series = i == 0 ? best : others;
+      series.x.push_back(r.members[i].validation_sharpe);
+      series.y.push_back(r.members[i].test_sharpe);
+    }
+    chart.series = {others, best};
+    out << render(chart);
+  }
+  return out.str();
+}
+
 }  // namespace
 
 std::string render_html(const SweepReport& r) {
@@ -218,13 +295,15 @@ std::string render_html(const SweepReport& r) {
                         curves, time);
   }
 
+  out << luck_section(r);
+
   out << "<h2>Leaderboard: members</h2>\n<p class=\"meta\">Ranked by the validation Sharpe of "
          "each member's best epoch (leaderboard.csv and leaderboard.json hold every metric).</p>\n"
       << "<table id=\"leaderboard\">\n<tr><th>rank</th><th>member</th><th>seed</th>";
   for (const sweep::Axis& a : r.axes)
     out << "<th>" << escape_html(a.setting) << "</th>";
   out << "<th>status</th><th>best epoch</th><th>validation Sharpe</th><th>total return</th>"
-         "<th>max drawdown</th></tr>\n";
+         "<th>max drawdown</th><th>test Sharpe</th></tr>\n";
   for (const SweepMemberRow& m : r.members) {
     out << "<tr data-member=\"" << escape_html(m.member) << "\"><td class=\"value\">" << m.rank
         << "</td><td>" << escape_html(m.member) << "</td><td class=\"value\">" << m.seed << "</td>";
@@ -233,7 +312,8 @@ std::string render_html(const SweepReport& r) {
     out << "<td>" << escape_html(m.status) << "</td><td class=\"value\">" << m.best_epoch
         << "</td><td class=\"value\">" << cell(m.validation_sharpe) << "</td><td class=\"value\">"
         << escape_html(io::format_percent(m.total_return)) << "</td><td class=\"value\">"
-        << escape_html(io::format_percent(m.max_drawdown)) << "</td></tr>\n";
+        << escape_html(io::format_percent(m.max_drawdown)) << "</td><td class=\"value\">"
+        << cell(m.test_sharpe) << "</td></tr>\n";
   }
   out << "</table>\n";
 

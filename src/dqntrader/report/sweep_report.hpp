@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,7 @@ struct SweepMemberRow {
   std::string status;
   std::size_t best_epoch = 0;
   double validation_sharpe = 0, total_return = 0, max_drawdown = 0;  // of its best epoch
+  double test_sharpe = 0;          // the same policy on the test window (NaN without one)
   std::vector<EpochPoint> epochs;  // empty for a member that has not run
 };
 
@@ -41,6 +43,7 @@ struct SweepReport {
   std::vector<SweepCombinationRow> combinations;  // best mean first
   bool has_best = false;                          // a member finished: best holds its run's report
   RunReport best;
+  nlohmann::json selection;  // the sweep's selection statistics (null before it has finished)
 };
 
 /// Reads the sweep's plan (sweep.json) and its members' records (metrics.jsonl,
