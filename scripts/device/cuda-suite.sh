@@ -6,7 +6,7 @@
 # first six). Logs go to $OUT (with --kokkos 4.6.01 under $OUT/kokkos-4.6.01/).
 #   scripts/device/cuda-suite.sh [--kokkos 4.6.01] [test] [gemm] [eval] [eval-peer] [train]
 #                                [train-peer] [pop] [pop-peer] [defaults] [sanitizer] [racecheck]
-#                                [profile] [pop-profile] [detail] [compare] [mpi]
+#                                [profile] [pop-profile] [detail] [compare] [selection] [mpi]
 # With mpi the build has DQNTRADER_ENABLE_MPI (the test step then runs the MPI sweep test too).
 set -uo pipefail
 kokkos=3.4.01
@@ -209,6 +209,25 @@ if want pop-profile; then
     --out "$runs/pop-profile-run" >"$out/pop-profile.csv" 2>"$out/pop-profile.err"
   echo "pop-profile exit $?"
   python3 bench/profile_table.py "$out/pop-profile.csv" | tee "$out/pop-profile.md"
+fi
+if want selection; then
+  # How much of a sweep's winner is luck: 64 members (16 seeds x 4 learning rates, 8 epochs of
+  # the train defaults) on 250,000 bars of the built-in market (the last 50,000 the test
+  # window) with its planted signal at 0.3 (the default), 0.1, 0.05 and 0 (no signal): the
+  # winner's validation and test Sharpe, the medians, the statistics, and their share of the
+  # sweep's time (selection.jsonl).
+  dqn=$build/dqntrader
+  for signal in ${SELECTION_SIGNALS:-0.3 0.1 0.05 0}; do
+    "$dqn" synth --bars 250000 --seed 1 --ofi-signal "$signal" \
+      --out "$runs/market-$signal.dqnbars" >/dev/null
+    begin=$(date +%s.%N)
+    timeout 240 "$dqn" sweep --data "$runs/market-$signal.dqnbars" --out "$runs/luck-$signal" \
+      --seeds 1-16 --set learning-rate=1e-4,3e-4,1e-3,3e-3 --epochs 8 \
+      >"$out/selection-$signal.log" 2>&1 ||
+      { echo "selection: the sweep with signal $signal failed"; tail -n 5 "$out/selection-$signal.log"; status=1; continue; }
+    python3 bench/selection_summary.py "$runs/luck-$signal" --signal "$signal" --begin "$begin" \
+      --log "$out/selection-$signal.log" | tee -a "$out/selection.jsonl"
+  done
 fi
 if want mpi; then
   # One sweep (16 members of the train defaults' network in populations of 4, 2 epochs of
