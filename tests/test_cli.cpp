@@ -246,6 +246,21 @@ TEST_F(Cli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(run("backtest --data " + path("b.csv")).code, 2);  // no policy
   EXPECT_EQ(run("backtest --data " + path("b.csv") + " --policy flat --weights x").code, 2);
   EXPECT_EQ(run("backtest --data " + path("missing.csv") + " --policy flat").code, 2);
+  const Result huge = run("backtest --data " + path("b.csv") +
+                          " --policy flat --from "
+                          "99999999999999999999999");
+  EXPECT_EQ(huge.code, 2);
+  EXPECT_NE(huge.err.find("--from 99999999999999999999999"), std::string::npos) << huge.err;
+  // An infinite value of a setting that must be a finite number: named, and nothing written.
+  for (const char* setting :
+       {"learning-rate", "reward-scale", "huber-delta", "guard-limit", "clip-norm"}) {
+    const Result r = run(std::string("train --synth-bars 2500 --epochs 1 --") + setting +
+                         " inf --out " + path("inf"));
+    EXPECT_EQ(r.code, 2) << setting;
+    EXPECT_NE(r.err.find(std::string(setting) + " must be a finite number"), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(path("inf"))) << setting;
+  }
   EXPECT_EQ(run("--help").code, 0);
 }
 

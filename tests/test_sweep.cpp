@@ -322,6 +322,16 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
       {"--set cost=0,0.001", "--set cost: every member of a sweep shares this setting"},
       {"--seeds 3-1", "--seeds '3-1'"},
       {"--set probe-interval=10,20", "setting probe-interval"},
+      // Counts that must not be negative or absurd: refused before anything is drawn.
+      {"--random -3 --set learning-rate=1e-4:1e-2", "--random"},
+      {"--random 4000000000 --set learning-rate=1e-4:1e-2", "--random"},
+      {"--population -1", "--population"},
+      {"--random-seed -1 --random 2 --set learning-rate=1e-4:1e-2", "--random-seed"},
+      {"--pbo-blocks 7", "--pbo-blocks 7"},
+      // Numbers that do not fit, and infinities where a setting must be a finite number.
+      {"--seeds 1-18446744073709551616", "--seeds '1-18446744073709551616'"},
+      {"--set learning-rate=1e-4,inf", "learning-rate must be a finite number"},
+      {"--reward-scale inf", "reward-scale must be a finite number"},
   };
   for (const auto& [arguments, message] : cases) {
     SCOPED_TRACE(arguments);
@@ -336,6 +346,21 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
   EXPECT_EQ(empty.code, 2);
   EXPECT_NE(empty.err.find(path("space.json")), std::string::npos) << empty.err;
   EXPECT_NE(empty.err.find("an empty list"), std::string::npos) << empty.err;
+  std::ofstream(path("space.json")) << "{\"random\": -1, \"set\": {\"gamma\": [0.9]}}";
+  const Result negative = run(base + "--space " + path("space.json"));
+  EXPECT_EQ(negative.code, 2);
+  EXPECT_NE(negative.err.find("\"random\""), std::string::npos) << negative.err;
+  EXPECT_FALSE(fs::exists(m_dir / "bad"));
+}
+
+// A sweep planned without --seeds (every member with the base's seed) resumes.
+TEST_F(Sweep, ASweepWithoutSeedsResumes) {
+  const std::string sweep = "sweep --data " + path("bars.dqnbars") + " --out " + path("noseeds") +
+                            " --epochs 1 --steps-per-epoch 10 --learning-starts 128 --hidden 8 "
+                            "--set gamma=0.9,0.99";
+  ASSERT_EQ(run(sweep).code, 0);
+  const Result again = run("sweep --resume " + path("noseeds"));
+  EXPECT_EQ(again.code, 0) << again.err;
 }
 
 // The same space from a file: a grid and random draws, seeded.

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -68,7 +69,12 @@ std::size_t bar_of(const std::string& option, const std::string& text, const dat
                    bool first) {
   const std::string name = "--" + option;
   if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
-    const unsigned long long index = std::stoull(text);
+    unsigned long long index = 0;
+    try {
+      index = std::stoull(text);
+    } catch (const std::out_of_range&) {
+      index = std::numeric_limits<unsigned long long>::max();
+    }
     if (index >= bars.size()) {
       throw InputError(name + " " + text + ": the data has bars 0 .. " +
                        std::to_string(bars.size() - 1));

@@ -95,6 +95,15 @@ void print_leaders(const sweep::SweepPlan& plan, double selection_seconds, std::
 
 }  // namespace
 
+// A count or a seed: digits only (a '-' would wrap around to a huge unsigned number).
+const CLI::Validator whole_number(
+    [](std::string& text) {
+      return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos
+                 ? std::string()
+                 : "'" + text + "' is not a whole number from 0";
+    },
+    "UINT");
+
 Command add_sweep(CLI::App& app) {
   struct Options {
     train::TrainConfig config;
@@ -120,19 +129,24 @@ Command add_sweep(CLI::App& app) {
                 "the seeds every combination is trained with: 1-8, 1,3,5 (default: --seed)");
   c->add_option("--random", options->random,
                 "N random draws of the settings instead of the grid (ranges uniform or "
-                "log-uniform, lists uniform)");
+                "log-uniform, lists uniform)")
+      ->check(whole_number)
+      ->check(CLI::Range(std::size_t{0}, sweep::kMostDraws));
   c->add_option("--random-seed", options->random_seed, "seed of the random draws")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number);
   c->add_option("--space", options->space_file,
                 "the search space as a JSON file (seeds, random, random_seed, set, base); "
                 "--set, --seeds and --random add to it");
   c->add_option("--population", options->population,
                 "members trained together at most (default: as many as the device's free "
-                "memory holds, at most 64)");
+                "memory holds, at most 64)")
+      ->check(whole_number);
   c->add_option("--pbo-blocks", options->pbo_blocks,
                 "row blocks of the validation window into which the probability of backtest "
                 "overfitting cuts the members' returns (even, 2 to 24)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number);
   c->add_option("--config", options->config_file,
                 "JSON file of shared settings (keys as the flags below, without --)");
   c->add_option("--resume", options->resume,

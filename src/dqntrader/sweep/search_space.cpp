@@ -99,7 +99,11 @@ std::vector<std::uint64_t> parse_seeds(const std::string& text) {
   auto number = [&](const std::string& item) {
     if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
       throw InputError(where + "expected seeds such as 1-8 or 1,3,5");
-    return static_cast<std::uint64_t>(std::stoull(item));
+    try {
+      return static_cast<std::uint64_t>(std::stoull(item));
+    } catch (const std::out_of_range&) {
+      throw InputError(where + item + " is larger than the largest seed, 2^64 - 1");
+    }
   };
   for (const std::string& part : split(text, ',')) {
     const std::size_t dash = part.find('-');
@@ -140,8 +144,16 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
           throw bad("\"seeds\" must be a non-empty list of seeds or a string such as \"1-8\"");
         }
       } else if (key == "random") {
+        if (!v.is_number_unsigned() || v.get<std::uint64_t>() < 1 ||
+            v.get<std::uint64_t>() > kMostDraws) {
+          throw bad("\"random\": " + v.dump() +
+                    ": the number of draws is a whole number from 1 to " +
+                    std::to_string(kMostDraws));
+        }
         space.random = v.get<std::size_t>();
       } else if (key == "random_seed") {
+        if (!v.is_number_unsigned())
+          throw bad("\"random_seed\": " + v.dump() + ": a seed is a whole number from 0");
         space.random_seed = v.get<std::uint64_t>();
       } else if (key == "base") {
         if (!v.is_object())
@@ -228,7 +240,9 @@ nlohmann::json to_json(const SearchSpace& space) {
   nlohmann::json order = nlohmann::json::array();
   for (const Axis& a : space.axes)
     order.push_back(a.setting);
-  nlohmann::json j = {{"seeds", space.seeds}, {"set", set}, {"order", order}, {"base", space.base}};
+  nlohmann::json j = {{"set", set}, {"order", order}, {"base", space.base}};
+  if (!space.seeds.empty())  // none: every member has the base's seed
+    j["seeds"] = space.seeds;
   if (space.random > 0) {
     j["random"] = space.random;
     j["random_seed"] = space.random_seed;

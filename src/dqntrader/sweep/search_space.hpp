@@ -39,10 +39,13 @@ struct Axis {
   bool log = false;
 };
 
+/// The most random draws a space may ask for.
+constexpr std::size_t kMostDraws = 100000;
+
 struct SearchSpace {
   std::vector<Axis> axes;
   std::vector<std::uint64_t> seeds;  // empty: the base's seed
-  std::size_t random = 0;            // 0: the grid
+  std::size_t random = 0;            // 0: the grid; at most kMostDraws
   std::uint64_t random_seed = 1;
   nlohmann::json base = nlohmann::json::object();  // shared settings from a space file
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <sstream>
 
@@ -244,6 +245,16 @@ void validate(const TrainConfig& c) {
     if (!ok)
       throw InputError(what);
   };
+  {
+    TrainConfig copy = c;
+    for (const Setting& s : settings(copy)) {
+      if (s.is_number && !s.is_list) {
+        const std::string text = s.get();
+        const double value = std::strtod(text.c_str(), nullptr);
+        require(std::isfinite(value), s.name + " must be a finite number, not " + text);
+      }
+    }
+  }
   require(c.val_fraction > 0.0 && c.val_fraction < 1.0, "val-fraction must lie in (0, 1)");
   require(c.test_fraction >= 0.0 && c.test_fraction < 1.0, "test-fraction must lie in [0, 1)");
   require(c.synth_bars >= 1000, "synth-bars must be at least 1000");
