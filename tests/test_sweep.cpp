@@ -236,8 +236,22 @@ TEST_F(Sweep, AKilledSweepResumesBitwise) {
   while (waitpid(child, &status, WUNTRACED | WNOHANG) == 0 &&
          std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  kill(child, SIGKILL);
+  if (!WIFSTOPPED(status))
+    kill(child, SIGKILL);
   ASSERT_TRUE(WIFSTOPPED(status)) << "the sweep did not stop where it was meant to";
+  // While it lives it holds the directory: a second start or a resume is refused, and
+  // touches nothing.
+  const std::string records = slurp(m_dir / "killed" / "members" / "m-0000" / "metrics.jsonl");
+  const Result second = run("sweep --resume " + path("killed"));
+  EXPECT_EQ(second.code, 2);
+  EXPECT_NE(second.err.find("another dqntrader sweep is running in"), std::string::npos)
+      << second.err;
+  EXPECT_NE(second.err.find("(process " + std::to_string(child) + ")"), std::string::npos)
+      << second.err;
+  EXPECT_EQ(run(grid("killed")).code, 2);
+  EXPECT_EQ(slurp(m_dir / "killed" / "members" / "m-0000" / "metrics.jsonl"), records);
+  // Killed, it holds nothing: the kernel released the lock.
+  kill(child, SIGKILL);
   waitpid(child, &status, 0);
   const nlohmann::json interrupted = json_file(m_dir / "killed" / "sweep.json");
   ASSERT_TRUE(interrupted["populations"][0]["finished"].get<bool>());

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/sweep/search_space.hpp"
 #include "dqntrader/sweep/selection.hpp"
+#include "dqntrader/sweep/sweep_lock.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
 #include "dqntrader/sweep/sweep_run.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -230,9 +232,13 @@ Command add_sweep(CLI::App& app) {
     }
     // Every rank has planned the same sweep (under MPI; one rank otherwise): rank 0's plan is
     // kept, and only rank 0 writes it.
+    // Rank 0 holds the directory's lock for the sweep's life: a second process on the same
+    // directory (a second start, a --resume while this one runs) is refused.
     const bool resuming = !options->resume.empty();
-    plan = dist::share_plan(plan, [resuming](const sweep::SweepPlan& first) {
+    std::optional<sweep::SweepLock> lock;
+    plan = dist::share_plan(plan, [resuming, &lock](const sweep::SweepPlan& first) {
       if (resuming) {
+        lock.emplace(first.directory);
         std::cerr << "dqntrader sweep: continuing " << first.directory << "\n";
         return;
       }
@@ -241,6 +247,11 @@ Command add_sweep(CLI::App& app) {
       if (error) {
         throw Error("cannot create the sweep directory '" + first.directory +
                     "': " + error.message());
+      }
+      lock.emplace(first.directory);
+      if (std::filesystem::exists(first.directory + "/sweep.json")) {
+        throw InputError(first.directory + " holds a sweep already: continue it with --resume " +
+                         first.directory + ", or choose another --out");
       }
       sweep::write_plan(first);
       const std::size_t seeds = first.space.seeds.empty() ? 1 : first.space.seeds.size();
