@@ -367,6 +367,23 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
   EXPECT_FALSE(fs::exists(m_dir / "bad"));
 }
 
+// A resume on data other than the sweep's is refused, saying what differs; on its data, it goes.
+TEST_F(Sweep, AResumeOnOtherDataIsRefused) {
+  const std::string sweep = "sweep --data " + path("bars.dqnbars") + " --out " + path("data") +
+                            " --epochs 1 --steps-per-epoch 10 --learning-starts 128 --hidden 8 "
+                            "--seeds 1-2";
+  ASSERT_EQ(run(sweep).code, 0);
+  fs::rename(path("bars.dqnbars"), path("kept.dqnbars"));
+  ASSERT_EQ(run("synth --bars 3000 --seed 5 --out " + path("bars.dqnbars")).code, 0);
+  const Result other = run("sweep --resume " + path("data"));
+  EXPECT_EQ(other.code, 2);
+  EXPECT_NE(other.err.find("the data differ from the data the sweep was planned on"),
+            std::string::npos)
+      << other.err;
+  fs::rename(path("kept.dqnbars"), path("bars.dqnbars"));
+  EXPECT_EQ(run("sweep --resume " + path("data")).code, 0);
+}
+
 // A sweep planned without --seeds (every member with the base's seed) resumes.
 TEST_F(Sweep, ASweepWithoutSeedsResumes) {
   const std::string sweep = "sweep --data " + path("bars.dqnbars") + " --out " + path("noseeds") +

@@ -173,6 +173,23 @@ Command add_sweep(CLI::App& app) {
           throw InputError("--resume continues the sweep as it was planned; drop " + o->get_name());
       }
       plan = sweep::read_plan(options->resume);
+      // The data must be what the sweep was planned on: one leaderboard, one dataset.
+      if (!plan.data_fingerprint.empty()) {
+        const train::RunData data = train::load_run_data(sweep::member_config(plan, 0));
+        const std::string now = train::fingerprint_text(data.fingerprint);
+        const std::string test =
+            data.has_test() ? train::fingerprint_text(data.test_fingerprint) : std::string();
+        if (now != plan.data_fingerprint || test != plan.test_fingerprint) {
+          throw InputError(options->resume + "/sweep.json", 0, 0,
+                           "the data differ from the data the sweep was planned on (" +
+                               (now != plan.data_fingerprint
+                                    ? "training and validation bars: fingerprint " +
+                                          plan.data_fingerprint + " recorded, " + now + " now"
+                                    : "test window: fingerprint " + plan.test_fingerprint +
+                                          " recorded, " + test + " now") +
+                               "); put the sweep's data back, or start a new sweep");
+        }
+      }
     } else {
       train::TrainConfig& base = options->config;
       if (!options->config_file.empty())
@@ -229,6 +246,9 @@ Command add_sweep(CLI::App& app) {
       }
       plan = sweep::make_plan(base, space, base.out, most);
       plan.pbo_blocks = options->pbo_blocks;
+      plan.data_fingerprint = train::fingerprint_text(data.fingerprint);
+      if (data.has_test())
+        plan.test_fingerprint = train::fingerprint_text(data.test_fingerprint);
     }
     // Every rank has planned the same sweep (under MPI; one rank otherwise): rank 0's plan is
     // kept, and only rank 0 writes it.

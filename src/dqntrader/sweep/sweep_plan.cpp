@@ -183,6 +183,10 @@ nlohmann::json plan_json(const SweepPlan& plan) {
                       {"combinations", combinations},
                       {"members", members},
                       {"populations", populations}};
+  if (!plan.data_fingerprint.empty())
+    j["data_fingerprint"] = plan.data_fingerprint;
+  if (!plan.test_fingerprint.empty())
+    j["test_fingerprint"] = plan.test_fingerprint;
   if (!plan.selection.is_null())
     j["selection"] = plan.selection;
   return j;
@@ -212,6 +216,8 @@ SweepPlan plan_from_json(const nlohmann::json& j, const std::string& directory,
     plan.most = j.at("population_size").get<std::size_t>();
     plan.pbo_blocks = j.value("pbo_blocks", std::size_t{16});
     plan.selection = j.value("selection", nlohmann::json());
+    plan.data_fingerprint = j.value("data_fingerprint", std::string());
+    plan.test_fingerprint = j.value("test_fingerprint", std::string());
     for (const auto& c : j.at("combinations")) {
       Combination combination;
       for (const Axis& a : plan.space.axes)

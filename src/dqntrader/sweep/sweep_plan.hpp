@@ -56,6 +56,10 @@ struct SweepPlan {
   std::vector<PopulationPlan> populations;
   std::size_t most = 1;         // members per population at most
   std::size_t pbo_blocks = 16;  // row blocks of the selection's cross-validation (even)
+  // The data the sweep was planned on (train::fingerprint_text of the bars it learns and
+  // validates on, and of its test window's; empty when it has none): a resume on other data
+  // is refused.
+  std::string data_fingerprint, test_fingerprint;
   // The selection statistics over the members' best policies (selection_json), once every
   // population has finished; null before.
   nlohmann::json selection;

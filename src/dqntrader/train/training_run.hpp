@@ -94,6 +94,9 @@ struct RunData {
 };
 RunData load_run_data(const TrainConfig& config);
 
+/// A fingerprint as files record it: 16 hexadecimal digits.
+std::string fingerprint_text(std::uint64_t fingerprint);
+
 /// InputError unless data is what the policy file at policy_path (best.dqnpolicy or
 /// last.dqnpolicy of a run) was trained on.
 void check_same_data(const RunData& data, const std::string& policy_path);
