@@ -60,6 +60,26 @@ class Sweep : public ::testing::Test {
 
   // A 2 x 2 grid of a member's settings and a population setting, two seeds: eight members in
   // populations of at most three.
+  // grid(out) started in a process that stops itself at the rename of population 2's second
+  // checkpoint (the first population has finished by then): its id, stopped (status says so;
+  // a process that did not stop in time is killed).
+  pid_t stopped_sweep(const std::string& out, int& status) const {
+    const pid_t child = testing::spawn_quiet(
+        "exec env LD_PRELOAD=" + std::string(DQNTRADER_FAILING_IO) +
+        " ASAN_OPTIONS=verify_asan_link_order=0 DQNTRADER_STOP_PATH=p-001/checkpoint-"
+        " DQNTRADER_STOP_OP=rename DQNTRADER_STOP_AFTER=1 " +
+        std::string(DQNTRADER_CLI_PATH) + " " + grid(out));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (waitpid(child, &status, WUNTRACED | WNOHANG) == 0 &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (!WIFSTOPPED(status)) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+    }
+    return child;
+  }
+
   std::string grid(const std::string& out) const {
     return "sweep --data " + path("bars.dqnbars") + " --out " + path(out) +
            " --epochs 3 --steps-per-epoch 60 --learning-starts 256 --environments 16 "
@@ -224,20 +244,8 @@ TEST_F(Sweep, AGridTimesSeedsRanksTheMembersAsTheirRunsRecordedThem) {
 // uninterrupted sweep ends; the populations that had finished are not run again.
 TEST_F(Sweep, AKilledSweepResumesBitwise) {
   ASSERT_EQ(run(grid("straight")).code, 0);
-  // The process stops itself at the rename of population 2's second checkpoint (the first
-  // population has finished by then), and is killed there.
-  const pid_t child = testing::spawn_quiet(
-      "exec env LD_PRELOAD=" + std::string(DQNTRADER_FAILING_IO) +
-      " ASAN_OPTIONS=verify_asan_link_order=0 DQNTRADER_STOP_PATH=p-001/checkpoint-"
-      " DQNTRADER_STOP_OP=rename DQNTRADER_STOP_AFTER=1 " +
-      std::string(DQNTRADER_CLI_PATH) + " " + grid("killed"));
   int status = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (waitpid(child, &status, WUNTRACED | WNOHANG) == 0 &&
-         std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  if (!WIFSTOPPED(status))
-    kill(child, SIGKILL);
+  const pid_t child = stopped_sweep("killed", status);
   ASSERT_TRUE(WIFSTOPPED(status)) << "the sweep did not stop where it was meant to";
   // While it lives it holds the directory: a second start or a resume is refused, and
   // touches nothing.
@@ -365,6 +373,37 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
   EXPECT_EQ(negative.code, 2);
   EXPECT_NE(negative.err.find("\"random\""), std::string::npos) << negative.err;
   EXPECT_FALSE(fs::exists(m_dir / "bad"));
+}
+
+// A population whose every checkpoint is damaged trains again from the start when the sweep
+// resumes (saying why), and ends where an uninterrupted sweep ends: never a member failed for
+// a state it can recover from.
+TEST_F(Sweep, APopulationWhoseCheckpointsAreDamagedTrainsAgain) {
+  ASSERT_EQ(run(grid("straight")).code, 0);
+  int status = 0;
+  const pid_t child = stopped_sweep("damaged", status);
+  ASSERT_TRUE(WIFSTOPPED(status)) << "the sweep did not stop where it was meant to";
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+  std::size_t damaged = 0;
+  for (const auto& entry : fs::directory_iterator(m_dir / "damaged" / "populations" / "p-001")) {
+    std::string bytes = slurp(entry.path());
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+    std::ofstream(entry.path(), std::ios::binary) << bytes;
+    ++damaged;
+  }
+  ASSERT_GE(damaged, 1u);
+  const Result resumed = run("sweep --resume " + path("damaged"));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("trained again from the start"), std::string::npos) << resumed.err;
+  const nlohmann::json plan = json_file(m_dir / "damaged" / "sweep.json");
+  for (std::size_t id : plan["populations"][1]["members"].get<std::vector<std::size_t>>()) {
+    EXPECT_EQ(plan["members"][id]["result"]["status"], "finished");
+    EXPECT_NE(plan["members"][id]["result"].value("restarted", std::string()).find("checkpoint"),
+              std::string::npos);
+  }
+  EXPECT_EQ(json_file(m_dir / "damaged" / "leaderboard.json"),
+            json_file(m_dir / "straight" / "leaderboard.json"));
 }
 
 // A resume on data other than the sweep's is refused, saying what differs; on its data, it goes.

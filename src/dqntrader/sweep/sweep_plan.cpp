@@ -121,6 +121,8 @@ nlohmann::json to_json(const MemberResult& r) {
     j["test"] = r.test;
   if (!r.failure.empty())
     j["failure"] = r.failure;
+  if (!r.restarted.empty())
+    j["restarted"] = r.restarted;
   return j;
 }
 
@@ -134,6 +136,7 @@ MemberResult member_result_from_json(const nlohmann::json& j) {
   r.best = j.value("best", nlohmann::json::object());
   r.test = j.value("test", nlohmann::json::object());
   r.failure = j.value("failure", std::string());
+  r.restarted = j.value("restarted", std::string());
   return r;
 }
 

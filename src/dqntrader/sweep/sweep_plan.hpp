@@ -31,6 +31,9 @@ struct MemberResult {
   // without a test window): reported beside the ranking, never used for it.
   nlohmann::json test = nlohmann::json::object();
   std::string failure;
+  // Why its population was trained again from the start, when its checkpoints could not be
+  // resumed from (empty otherwise).
+  std::string restarted;
 };
 
 struct MemberPlan {

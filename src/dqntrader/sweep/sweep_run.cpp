@@ -30,8 +30,26 @@ std::vector<MemberResult> run_planned_population(
   std::ostringstream log;  // a sweep prints a line a population (population_line), not its epochs
   std::vector<MemberResult> out;
   try {
-    for (const train::RunResult& r : train::run_population(space, members, options, log, resume))
+    std::string restarted;
+    std::vector<train::RunResult> results;
+    try {
+      results = train::run_population(space, members, options, log, resume);
+    } catch (const InputError& e) {
+      if (!resume.resume)
+        throw;
+      // Its checkpoints cannot be resumed from (every one damaged, or made for other
+      // settings): the population trains again from the start, which gives what an
+      // uninterrupted run of its settings gives, and its members' results say why.
+      restarted = e.what();
+      for (const std::string& checkpoint : train::checkpoint_paths(options.checkpoints))
+        std::filesystem::remove(checkpoint);
+      resume.resume = false;
+      results = train::run_population(space, members, options, log, resume);
+    }
+    for (const train::RunResult& r : results) {
       out.push_back(member_result(r));
+      out.back().restarted = restarted;
+    }
   } catch (const InputError& e) {
     // The population cannot train (its data or settings): its members fail, the sweep goes on.
     MemberResult failed;
@@ -71,6 +89,10 @@ std::string population_line(const SweepPlan& plan, std::size_t p, double seconds
     line << ", " << stopped << " stopped early";
   if (failed > 0)
     line << ", " << failed << " failed";
+  const std::string& restarted = plan.members[population.members.front()].result.restarted;
+  if (!restarted.empty())
+    line << "; trained again from the start, its checkpoints could not be resumed from: "
+         << restarted;
   line << "); best validation Sharpe "
        << io::format_fixed(plan.members[best].result.validation_sharpe, 3) << " ("
        << plan.members[best].run << "); " << io::format_fixed(seconds, 1) << " s; sweep "
