@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -404,6 +405,35 @@ TEST_F(Sweep, APopulationWhoseCheckpointsAreDamagedTrainsAgain) {
   }
   EXPECT_EQ(json_file(m_dir / "damaged" / "leaderboard.json"),
             json_file(m_dir / "straight" / "leaderboard.json"));
+}
+
+// A finished member's files that were deleted or changed are noticed by --resume: its
+// population runs again (from its last checkpoint) and writes them again, byte for byte.
+TEST_F(Sweep, AResumeWritesAFinishedMembersLostFilesAgain) {
+  ASSERT_EQ(run(grid("lost")).code, 0);
+  const fs::path members = m_dir / "lost" / "members";
+  std::map<std::string, std::string> before;
+  for (const char* file : {"config.json", "metrics.jsonl", "best.dqnpolicy", "last.dqnpolicy",
+                           "final_metrics.json", "baselines.json", "timings.jsonl"})
+    before[file] = slurp(members / "m-0000" / file);
+  const std::string records = slurp(members / "m-0005" / "metrics.jsonl");
+  const nlohmann::json board = json_file(m_dir / "lost" / "leaderboard.json");
+  fs::remove_all(members / "m-0000");
+  std::ofstream(members / "m-0005" / "metrics.jsonl") << records.substr(0, records.size() / 2);
+  const Result resumed = run("sweep --resume " + path("lost"));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("members/m-0000/best.dqnpolicy is missing"), std::string::npos)
+      << resumed.err;
+  EXPECT_NE(resumed.err.find("members/m-0005/metrics.jsonl has changed"), std::string::npos)
+      << resumed.err;
+  for (const auto& [file, bytes] : before)
+    EXPECT_EQ(slurp(members / "m-0000" / file), bytes) << file;
+  EXPECT_EQ(slurp(members / "m-0005" / "metrics.jsonl"), records);
+  EXPECT_EQ(json_file(m_dir / "lost" / "leaderboard.json"), board);
+  // Intact, a finished sweep's resume runs nothing again.
+  const Result again = run("sweep --resume " + path("lost"));
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.err.find("runs again"), std::string::npos) << again.err;
 }
 
 // A resume on data other than the sweep's is refused, saying what differs; on its data, it goes.

@@ -190,6 +190,9 @@ Command add_sweep(CLI::App& app) {
                                "); put the sweep's data back, or start a new sweep");
         }
       }
+      // Finished members whose files were lost or changed: their populations run again.
+      for (const std::string& line : sweep::reopen_damaged_populations(plan))
+        std::cerr << "dqntrader sweep: " << line << "\n";
     } else {
       train::TrainConfig& base = options->config;
       if (!options->config_file.empty())

@@ -5,9 +5,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/hash.hpp"
 #include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/nn/network_spec.hpp"
@@ -123,6 +126,8 @@ nlohmann::json to_json(const MemberResult& r) {
     j["failure"] = r.failure;
   if (!r.restarted.empty())
     j["restarted"] = r.restarted;
+  if (!r.files.empty())
+    j["files"] = r.files;
   return j;
 }
 
@@ -137,7 +142,65 @@ MemberResult member_result_from_json(const nlohmann::json& j) {
   r.test = j.value("test", nlohmann::json::object());
   r.failure = j.value("failure", std::string());
   r.restarted = j.value("restarted", std::string());
+  r.files = j.value("files", nlohmann::json::object());
   return r;
+}
+
+namespace {
+
+// A file's size and checksum, or null when it cannot be read.
+nlohmann::json file_record(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return nullptr;
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  char checksum[32];
+  std::snprintf(checksum, sizeof checksum, "%016llx",
+                static_cast<unsigned long long>(hash64(bytes.data(), bytes.size())));
+  return {{"bytes", bytes.size()}, {"checksum", checksum}};
+}
+
+constexpr const char* kMemberFiles[] = {"config.json", "metrics.jsonl", "best.dqnpolicy",
+                                        "last.dqnpolicy", "final_metrics.json"};
+
+}  // namespace
+
+nlohmann::json member_files(const std::string& run_directory) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const char* name : kMemberFiles) {
+    const nlohmann::json record = file_record(run_directory + "/" + name);
+    if (!record.is_null())
+      files[name] = record;
+  }
+  return files;
+}
+
+std::vector<std::string> reopen_damaged_populations(SweepPlan& plan) {
+  std::vector<std::string> lines;
+  for (PopulationPlan& population : plan.populations) {
+    if (!population.finished)
+      continue;
+    std::string damage;
+    for (std::size_t id : population.members) {
+      const MemberPlan& m = plan.members[id];
+      for (const auto& [name, recorded] : m.result.files.items()) {
+        const nlohmann::json now = file_record(plan.directory + "/" + m.run + "/" + name);
+        if (now != recorded) {
+          damage = m.run + "/" + name + (now.is_null() ? " is missing" : " has changed");
+          break;
+        }
+      }
+      if (!damage.empty())
+        break;
+    }
+    if (damage.empty())
+      continue;
+    population.finished = false;
+    for (std::size_t id : population.members)
+      plan.members[id].result = MemberResult{};
+    lines.push_back("population " + std::to_string(population.id + 1) + " runs again: " + damage);
+  }
+  return lines;
 }
 
 MemberResult member_result(const train::RunResult& result) {

@@ -34,6 +34,9 @@ struct MemberResult {
   // Why its population was trained again from the start, when its checkpoints could not be
   // resumed from (empty otherwise).
   std::string restarted;
+  // Its run directory's files as its population left them: name -> {"bytes", "checksum"}
+  // (member_files), which a resume checks.
+  nlohmann::json files = nlohmann::json::object();
 };
 
 struct MemberPlan {
@@ -93,6 +96,16 @@ SweepPlan plan_from_json(const nlohmann::json& json, const std::string& director
 
 /// What a population's run gives its members' entries in the plan.
 MemberResult member_result(const train::RunResult& result);
+
+/// The files of a finished member's run directory that the leaderboards and reports read
+/// (config.json, metrics.jsonl, best.dqnpolicy, last.dqnpolicy, final_metrics.json), each
+/// that exists with its size and checksum.
+nlohmann::json member_files(const std::string& run_directory);
+
+/// Reopens every finished population of plan one of whose members' files (as recorded) is
+/// missing or changed: it will run again (resuming from its checkpoints, or from the start),
+/// which writes them again. One line per population reopened, saying which file.
+std::vector<std::string> reopen_damaged_populations(SweepPlan& plan);
 
 /// A member's result as JSON (what sweep.json keeps, and what a rank sends), and back.
 nlohmann::json to_json(const MemberResult& result);

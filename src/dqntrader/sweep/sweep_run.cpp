@@ -46,9 +46,10 @@ std::vector<MemberResult> run_planned_population(
       resume.resume = false;
       results = train::run_population(space, members, options, log, resume);
     }
-    for (const train::RunResult& r : results) {
-      out.push_back(member_result(r));
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      out.push_back(member_result(results[i]));
       out.back().restarted = restarted;
+      out.back().files = member_files(members[i].out);
     }
   } catch (const InputError& e) {
     // The population cannot train (its data or settings): its members fail, the sweep goes on.

@@ -410,6 +410,15 @@ std::string member_section(const char* name, std::size_t m) {
   return std::string(name) + "/" + std::to_string(m);
 }
 
+// The member's best.dqnpolicy: its best parameters so far, with the epoch and its Sharpe.
+void write_best(const MemberRun& run, const DqnTrainer& trainer, std::uint64_t fingerprint) {
+  io::PolicyFile best = trainer.policy(run.best_parameters);
+  best.info = {{"epoch", run.result.best_epoch},
+               {"validation_sharpe", io::json_number(run.result.best_sharpe)},
+               {"data_fingerprint", fingerprint_text(fingerprint)}};
+  io::write_policy(run.dir + "best.dqnpolicy", best);
+}
+
 // A member that takes no more steps: last.dqnpolicy (its parameters now).
 void close_member(MemberRun& run, const DqnTrainer& trainer, std::size_t m,
                   std::uint64_t fingerprint) {
@@ -561,10 +570,14 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     log << "dqntrader train: resuming after epoch " << first_epoch - 1 << " from " << source
         << "\n";
   }
+  // The members' directories as the checkpoint left them (a resumed member whose directory
+  // was lost gets its records and best policy back).
   for (MemberRun& run : runs) {
     io::write_file_atomically(run.dir + "config.json", settings_json(run.config));
     io::write_file_atomically(run.dir + "metrics.jsonl", run.metrics_text);
     io::write_file_atomically(run.dir + "timings.jsonl", run.timings_text);
+    if (!run.best_parameters.empty())
+      write_best(run, trainer, data_fingerprint);
   }
 
   const auto [train_begin, train_end] = trainer.training_window();
@@ -692,11 +705,7 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
         run.result.best_epoch = epoch;
         run.result.best = v;
         run.best_parameters = trainer.parameters(m);
-        io::PolicyFile best = trainer.policy(run.best_parameters);
-        best.info = {{"epoch", epoch},
-                     {"validation_sharpe", io::json_number(r.validation_sharpe)},
-                     {"data_fingerprint", fingerprint_text(data_fingerprint)}};
-        io::write_policy(run.dir + "best.dqnpolicy", best);
+        write_best(run, trainer, data_fingerprint);
         run.since_best = 0;
       } else {
         ++run.since_best;
