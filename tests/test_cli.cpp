@@ -261,6 +261,17 @@ TEST_F(Cli, UsageErrorsExitWithTwo) {
         << r.err;
     EXPECT_FALSE(fs::exists(path("inf"))) << setting;
   }
+  // Settings the trainer refuses when it is built: nothing is written either.
+  for (const char* refused : {"--bars-per-year 0", "--chunk-bars 0", "--return-window 0"}) {
+    const Result r = run(std::string("train --synth-bars 2500 --epochs 1 ") + refused + " --out " +
+                         path("refused"));
+    EXPECT_EQ(r.code, 2) << refused << ": " << r.err;
+    EXPECT_FALSE(fs::exists(path("refused"))) << refused;
+  }
+  std::ofstream(path("a-file")) << "x";
+  const Result file_out = run("train --synth-bars 2500 --epochs 1 --out " + path("a-file"));
+  EXPECT_EQ(file_out.code, 2);
+  EXPECT_NE(file_out.err.find("is a file, not a directory"), std::string::npos) << file_out.err;
   EXPECT_EQ(run("--help").code, 0);
 }
 

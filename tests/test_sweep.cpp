@@ -355,6 +355,12 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
       {"--seeds 1-18446744073709551616", "--seeds '1-18446744073709551616'"},
       {"--set learning-rate=1e-4,inf", "learning-rate must be a finite number"},
       {"--reward-scale inf", "reward-scale must be a finite number"},
+      // Specifications that made identical members or lists with a missing item.
+      {"--seeds 1,1", "seed 1 is given twice"},
+      {"--seeds ''", "--seeds ''"},
+      {"--random 2", "--random 2: the draws are of the --set settings, and none is given"},
+      {"--set hidden=64//64", "an empty item in the list value '64//64'"},
+      {"--set hidden=64/", "an empty item in the list value '64/'"},
   };
   for (const auto& [arguments, message] : cases) {
     SCOPED_TRACE(arguments);
@@ -369,6 +375,22 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
   EXPECT_EQ(empty.code, 2);
   EXPECT_NE(empty.err.find(path("space.json")), std::string::npos) << empty.err;
   EXPECT_NE(empty.err.find("an empty list"), std::string::npos) << empty.err;
+  // A bad setting in a space file names the file; a directory is not a space file; an --out
+  // that is a file is refused.
+  std::ofstream(path("space.json")) << "{\"set\": {\"gamma\": [0.9, 2]}}";
+  const Result bad_value = run(base + "--space " + path("space.json"));
+  EXPECT_EQ(bad_value.code, 2);
+  EXPECT_NE(bad_value.err.find(path("space.json") + ": setting gamma: value 2"), std::string::npos)
+      << bad_value.err;
+  const Result directory = run(base + "--space " + m_dir.string());
+  EXPECT_EQ(directory.code, 2);
+  EXPECT_NE(directory.err.find("is a directory, not a space file"), std::string::npos)
+      << directory.err;
+  std::ofstream(path("a-file")) << "x";
+  const Result file_out = run("sweep --data " + path("bars.dqnbars") + " --out " + path("a-file") +
+                              " --set gamma=0.9,0.99");
+  EXPECT_EQ(file_out.code, 2);
+  EXPECT_NE(file_out.err.find("is a file, not a directory"), std::string::npos) << file_out.err;
   std::ofstream(path("space.json")) << "{\"random\": -1, \"set\": {\"gamma\": [0.9]}}";
   const Result negative = run(base + "--space " + path("space.json"));
   EXPECT_EQ(negative.code, 2);
@@ -414,14 +436,27 @@ TEST_F(Sweep, AResumeWritesAFinishedMembersLostFilesAgain) {
   const fs::path members = m_dir / "lost" / "members";
   std::map<std::string, std::string> before;
   for (const char* file : {"config.json", "metrics.jsonl", "best.dqnpolicy", "last.dqnpolicy",
-                           "final_metrics.json", "baselines.json", "timings.jsonl"})
+                           "final_metrics.json", "baselines.json"})
     before[file] = slurp(members / "m-0000" / file);
   const std::string records = slurp(members / "m-0005" / "metrics.jsonl");
   const nlohmann::json board = json_file(m_dir / "lost" / "leaderboard.json");
   fs::remove_all(members / "m-0000");
   std::ofstream(members / "m-0005" / "metrics.jsonl") << records.substr(0, records.size() / 2);
+  // And m-0000's population's newest checkpoint is damaged: the resume goes back to the one
+  // before it, says so, and trains the last epoch again.
+  const nlohmann::json plan = json_file(m_dir / "lost" / "sweep.json");
+  const std::size_t population = plan["members"][0]["population"].get<std::size_t>();
+  const fs::path newest = m_dir / "lost" /
+                          plan["populations"][population]["checkpoints"].get<std::string>() /
+                          "checkpoint-3.dqnckpt";
+  std::string bytes = slurp(newest);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+  std::ofstream(newest, std::ios::binary) << bytes;
   const Result resumed = run("sweep --resume " + path("lost"));
   ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resumed past damaged checkpoints: "), std::string::npos)
+      << resumed.err;
+  EXPECT_NE(resumed.err.find("checkpoint-3.dqnckpt"), std::string::npos) << resumed.err;
   EXPECT_NE(resumed.err.find("members/m-0000/best.dqnpolicy is missing"), std::string::npos)
       << resumed.err;
   EXPECT_NE(resumed.err.find("members/m-0005/metrics.jsonl has changed"), std::string::npos)

@@ -205,7 +205,7 @@ Command add_sweep(CLI::App& app) {
       options->flags.apply(base);
       for (const std::string& text : options->sets)
         space.axes.push_back(sweep::parse_axis(text));
-      if (!options->seeds.empty())
+      if (c->get_option("--seeds")->count() > 0)
         space.seeds = sweep::parse_seeds(options->seeds);
       if (c->get_option("--random")->count() > 0) {
         if (options->random == 0)
@@ -222,6 +222,8 @@ Command add_sweep(CLI::App& app) {
       }
       if (c->get_option("--out")->count() == 0 && options->config_file.empty())
         throw InputError("a sweep needs --out DIR, the sweep's directory");
+      if (std::filesystem::exists(base.out) && !std::filesystem::is_directory(base.out))
+        throw InputError("--out " + base.out + " is a file, not a directory");
       train::validate(base);
       sweep::check(space, base);
       if (std::filesystem::exists(base.out + "/sweep.json")) {

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -88,6 +89,8 @@ Axis parse_axis(const std::string& text) {
   for (const std::string& v : split(value, ',')) {
     if (v.empty())
       throw InputError(where + "an empty value in the list");
+    if (v.front() == '/' || v.back() == '/' || v.find("//") != std::string::npos)
+      throw InputError(where + "an empty item in the list value '" + v + "'");
     axis.values.push_back(v);
   }
   return axis;
@@ -119,6 +122,13 @@ std::vector<std::uint64_t> parse_seeds(const std::string& text) {
   }
   if (seeds.empty())
     throw InputError(where + "no seeds");
+  std::vector<std::uint64_t> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice != sorted.end()) {
+    throw InputError(where + "seed " + std::to_string(*twice) +
+                     " is given twice (its members would be the same run)");
+  }
   return seeds;
 }
 
@@ -192,6 +202,7 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
                       ": expected a list of values or {\"low\", \"high\", \"log\"}");
           }
           space.axes.push_back(parse_axis(text));
+          space.axes.back().origin = source;
         }
       } else {
         throw bad("unknown key \"" + key +
@@ -225,6 +236,8 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
 }
 
 SearchSpace read_space(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw InputError(path, 0, 0, "is a directory, not a space file (JSON)");
   return space_from_json(io::read_json_file(path), path);
 }
 
@@ -290,9 +303,15 @@ std::vector<Combination> combinations(const SearchSpace& space) {
 }
 
 void check(const SearchSpace& space, const train::TrainConfig& base) {
+  if (space.random > 0 && space.axes.empty()) {
+    throw InputError("--random " + std::to_string(space.random) +
+                     ": the draws are of the --set settings, and none is given (every draw "
+                     "would make the same members)");
+  }
   std::vector<std::string> seen;
   for (const Axis& a : space.axes) {
-    const std::string where = "--set " + a.setting + ": ";
+    const std::string where =
+        (a.origin.empty() ? "--set " : a.origin + ": setting ") + a.setting + ": ";
     train::TrainConfig config = base;
     std::vector<train::Setting> all = train::settings(config);
     train::Setting* setting = find_setting(all, a.setting);

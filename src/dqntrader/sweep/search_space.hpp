@@ -37,6 +37,7 @@ struct Axis {
   bool range = false;
   double low = 0, high = 0;
   bool log = false;
+  std::string origin;  // where it was given: a space file, or empty for --set
 };
 
 /// The most random draws a space may ask for.

@@ -126,6 +126,8 @@ nlohmann::json to_json(const MemberResult& r) {
     j["failure"] = r.failure;
   if (!r.restarted.empty())
     j["restarted"] = r.restarted;
+  if (!r.skipped.empty())
+    j["skipped"] = r.skipped;
   if (!r.files.empty())
     j["files"] = r.files;
   return j;
@@ -142,6 +144,7 @@ MemberResult member_result_from_json(const nlohmann::json& j) {
   r.test = j.value("test", nlohmann::json::object());
   r.failure = j.value("failure", std::string());
   r.restarted = j.value("restarted", std::string());
+  r.skipped = j.value("skipped", std::string());
   r.files = j.value("files", nlohmann::json::object());
   return r;
 }

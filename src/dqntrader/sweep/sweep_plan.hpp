@@ -34,6 +34,8 @@ struct MemberResult {
   // Why its population was trained again from the start, when its checkpoints could not be
   // resumed from (empty otherwise).
   std::string restarted;
+  // The checkpoints its population's resume skipped, and why (empty when it skipped none).
+  std::string skipped;
   // Its run directory's files as its population left them: name -> {"bytes", "checksum"}
   // (member_files), which a resume checks.
   nlohmann::json files = nlohmann::json::object();

@@ -46,9 +46,18 @@ std::vector<MemberResult> run_planned_population(
       resume.resume = false;
       results = train::run_population(space, members, options, log, resume);
     }
+    // The checkpoints the resume skipped (damaged), as train says them.
+    std::string skipped;
+    std::istringstream lines(log.str());
+    const std::string mark = "dqntrader train: skipping ";
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(mark, 0) == 0)
+        skipped += (skipped.empty() ? "" : "; ") + line.substr(mark.size());
+    }
     for (std::size_t i = 0; i < results.size(); ++i) {
       out.push_back(member_result(results[i]));
       out.back().restarted = restarted;
+      out.back().skipped = skipped;
       out.back().files = member_files(members[i].out);
     }
   } catch (const InputError& e) {
@@ -90,6 +99,9 @@ std::string population_line(const SweepPlan& plan, std::size_t p, double seconds
     line << ", " << stopped << " stopped early";
   if (failed > 0)
     line << ", " << failed << " failed";
+  const std::string& skipped = plan.members[population.members.front()].result.skipped;
+  if (!skipped.empty())
+    line << "; resumed past damaged checkpoints: " << skipped;
   const std::string& restarted = plan.members[population.members.front()].result.restarted;
   if (!restarted.empty())
     line << "; trained again from the start, its checkpoints could not be resumed from: "

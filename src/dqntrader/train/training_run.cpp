@@ -467,20 +467,11 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   const data::Bars& bars = run_data.bars;
   const std::uint64_t data_fingerprint = run_data.fingerprint;
 
-  std::error_code error;
-  std::filesystem::create_directories(options.checkpoints, error);
-  if (error)
-    throw Error("cannot create the directory '" + options.checkpoints + "': " + error.message());
-  remove_stale_temporaries(options.checkpoints);
   std::vector<MemberRun> runs(k);
   for (std::size_t m = 0; m < k; ++m) {
     MemberRun& run = runs[m];
     run.config = configs[m];
     run.dir = configs[m].out + "/";
-    std::filesystem::create_directories(configs[m].out, error);
-    if (error)
-      throw Error("cannot create the run directory '" + configs[m].out + "': " + error.message());
-    remove_stale_temporaries(configs[m].out);
     run.result.best_sharpe = -std::numeric_limits<double>::infinity();
     if (!run.config.inject_fault.empty()) {
       const std::size_t at = run.config.inject_fault.find('@');
@@ -495,6 +486,21 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   if (run_data.has_test()) {
     test_window(run_data, trainer.features());
     test_features.emplace(space, run_data.test, trainer.features());
+  }
+  // Everything is checked: the directories (none is made for a run refused).
+  std::error_code error;
+  if (std::filesystem::exists(options.checkpoints) &&
+      !std::filesystem::is_directory(options.checkpoints))
+    throw InputError("--out " + options.checkpoints + " is a file, not a directory");
+  std::filesystem::create_directories(options.checkpoints, error);
+  if (error)
+    throw Error("cannot create the directory '" + options.checkpoints + "': " + error.message());
+  remove_stale_temporaries(options.checkpoints);
+  for (const MemberRun& run : runs) {
+    std::filesystem::create_directories(run.config.out, error);
+    if (error)
+      throw Error("cannot create the run directory '" + run.config.out + "': " + error.message());
+    remove_stale_temporaries(run.config.out);
   }
   std::size_t first_epoch = 1;
   if (resume.resume) {
