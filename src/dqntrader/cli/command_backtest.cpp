@@ -15,6 +15,7 @@
 #include "dqntrader/eval/backtest_evaluator.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/csv_field.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/io/policy_file.hpp"
 
@@ -107,15 +108,6 @@ struct WeightPolicy {
   io::PolicyFile file;
 };
 
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos)
-    return text;
-  std::string quoted = "\"";
-  for (char c : text)
-    quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 // The per-bar paths as CSV: a row per bar return of each window (the window's number, the bar
 // at whose close the return is realised and its time), per policy the position held over the
 // bar, the net return and the equity after it (E_0 = 1 at the window's first bar), every
@@ -127,7 +119,7 @@ std::string returns_csv(const std::vector<std::string>& names,
   std::string out = "window,bar,timestamp";
   for (const std::string& name : names) {
     for (const char* column : {":position", ":return", ":equity"})
-      out += "," + csv_field(name + column);
+      out += "," + io::csv_field(name + column);
   }
   out += "\n";
   char number[32];

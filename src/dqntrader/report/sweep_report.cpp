@@ -86,6 +86,19 @@ std::string cell(double v) {
   return escape_html(io::format_metric(v));
 }
 
+// A point per member (x[i], y[i], in the leaderboard's order): the others in grey, the best
+// in blue, drawn last.
+std::vector<Series> member_points(const std::vector<double>& x, const std::vector<double>& y) {
+  Series best{"best", policy_colour, {}, {}, false, true};
+  Series others{"members", other_colour, {}, {}, false, true};
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    Series& s = i == 0 ? best : others;
+    s.x.push_back(x[i]);
+    s.y.push_back(y[i]);
+  }
+  return {others, best};
+}
+
 // Each swept setting against the members' best validation Sharpe: numbers on a linear axis
 // (a log axis for a log-uniform range, or values spanning more than a factor of 100 and all
 // positive), anything else (lists, words, network shapes) on a categorical axis in the order
@@ -138,14 +151,10 @@ std::string setting_chart(const SweepReport& r, std::size_t a) {
     }
     chart.x.categories = categories;
   }
-  Series best{"best", policy_colour, {}, {}, false, true};
-  Series others{"members", other_colour, {}, {}, false, true};
-  for (std::size_t i = 0; i < r.members.size(); ++i) {
-    Series& s = i == 0 ? best : others;
-    s.x.push_back(x[i]);
-    s.y.push_back(r.members[i].validation_sharpe);
-  }
-  chart.series = {others, best};
+  std::vector<double> y;
+  for (const SweepMemberRow& m : r.members)
+    y.push_back(m.validation_sharpe);
+  chart.series = member_points(x, y);
   return render(chart);
 }
 
@@ -211,14 +220,12 @@ std::string luck_section(const SweepReport& r) {
     chart.y.label = "test Sharpe (the same policy)";
     chart.legend = false;
     chart.zero_line = true;
-    Series best{"winner", policy_colour, {}, {}, false, true};
-    Series others{"members", other_colour, {}, {}, false, true};
-    for (std::size_t i = 0; i < r.members.size(); ++i) {
-      Series& series = i == 0 ? best : others;
-      series.x.push_back(r.members[i].validation_sharpe);
-      series.y.push_back(r.members[i].test_sharpe);
+    std::vector<double> x, y;
+    for (const SweepMemberRow& m : r.members) {
+      x.push_back(m.validation_sharpe);
+      y.push_back(m.test_sharpe);
     }
-    chart.series = {others, best};
+    chart.series = member_points(x, y);
     out << render(chart);
   }
   return out.str();

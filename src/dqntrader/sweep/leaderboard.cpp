@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/csv_field.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 
 namespace dqntrader::sweep {
@@ -27,15 +28,6 @@ nlohmann::json settings_of(const Combination& c) {
   for (const auto& [name, value] : c.values)
     j[name] = value;
   return j;
-}
-
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos)
-    return text;
-  std::string quoted = "\"";
-  for (char c : text)
-    quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
 }
 
 std::string csv_value(const nlohmann::json& v) {
@@ -140,7 +132,7 @@ std::string leaderboard_csv(const SweepPlan& plan) {
   std::ostringstream out;
   out << "row,rank,member,combination,seed,status";
   for (const std::string& a : axes)
-    out << "," << csv_field(a);
+    out << "," << io::csv_field(a);
   out << ",best_epoch,validation_sharpe,last_sharpe,members,finished,validation_sharpe_mean,"
          "validation_sharpe_std,validation_sharpe_min";
   for (std::size_t i = 0; i < count; ++i)
@@ -150,9 +142,9 @@ std::string leaderboard_csv(const SweepPlan& plan) {
   out << ",run\n";
   for (const auto& m : board["members"]) {
     out << "member," << m["rank"] << "," << m["member"] << "," << m["combination"] << ","
-        << m["seed"] << "," << csv_field(m["status"].get<std::string>());
+        << m["seed"] << "," << io::csv_field(m["status"].get<std::string>());
     for (const std::string& a : axes)
-      out << "," << csv_field(csv_value(m["settings"][a]));
+      out << "," << io::csv_field(csv_value(m["settings"][a]));
     out << "," << m["best_epoch"] << "," << csv_value(m["validation_sharpe"]) << ","
         << csv_value(m["last_sharpe"]) << ",,,,,";
     for (const char* window : {"validation", "test"}) {
@@ -161,12 +153,12 @@ std::string leaderboard_csv(const SweepPlan& plan) {
         out << "," << (found == m[window].end() ? "" : csv_value(*found));
       }
     }
-    out << "," << csv_field(m["run"].get<std::string>()) << "\n";
+    out << "," << io::csv_field(m["run"].get<std::string>()) << "\n";
   }
   for (const auto& c : board["combinations"]) {
     out << "combination," << c["rank"] << ",," << c["combination"] << ",,";
     for (const std::string& a : axes)
-      out << "," << csv_field(csv_value(c["settings"][a]));
+      out << "," << io::csv_field(csv_value(c["settings"][a]));
     out << ",,,," << c["members"] << "," << c["finished"] << ","
         << csv_value(c["validation_sharpe_mean"]) << "," << csv_value(c["validation_sharpe_std"])
         << "," << csv_value(c["validation_sharpe_min"]);
