@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/features.hpp"
@@ -132,6 +135,83 @@ TEST_F(Cli, BacktestOfAPolicyFile) {
 // Several policies in one call (two trained networks, evaluated in one pass, and two built-in
 // policies beside them) give each the metrics it gets alone, on a window chosen by bar index
 // or by timestamp, and walk-forward windows give each part's metrics.
+// --returns writes the numbers the metrics are made from: each policy's Sharpe ratio, total
+// return and exposure computed plainly from the file are the metrics --json gives, window by
+// window, and every row's bar and time are the data's.
+TEST_F(Cli, BacktestReturnsAreTheNumbersOfItsMetrics) {
+  ASSERT_EQ(run("synth --bars 1500 --seed 6 --out " + path("bars.csv")).code, 0);
+  ASSERT_EQ(
+      run("train --data " + path("bars.csv") +
+          " --epochs 1 --steps-per-epoch 30 --learning-starts 256 --hidden 16 --out " + path("run"))
+          .code,
+      0);
+  const Result r =
+      run("backtest --data " + path("bars.csv") + " --weights " + path("run/best.dqnpolicy") +
+          " --policy buy-and-hold --policy sign-of-ofi --windows 2 --bars-per-year "
+          "252 --json " +
+          path("metrics.json") + " --returns " + path("returns.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json metrics = nlohmann::json::parse(testing::slurp(path("metrics.json")));
+  std::ifstream csv(path("returns.csv"));
+  std::string line;
+  std::getline(csv, line);
+  std::vector<std::string> header;
+  for (std::stringstream cells(line); std::getline(cells, line, ',');)
+    header.push_back(line);
+  const std::vector<std::string> policies = {path("run/best.dqnpolicy"), "buy-and-hold",
+                                             "sign-of-ofi"};
+  ASSERT_EQ(header.size(), 3 + 3 * policies.size());
+  EXPECT_EQ(header[3], policies[0] + ":position");
+  EXPECT_EQ(header[7], "buy-and-hold:return");
+  // [window][policy] -> the returns, the equity and the positions of its rows.
+  std::vector<std::vector<std::vector<double>>> returns(2), equity(2), positions(2);
+  for (auto* v : {&returns, &equity, &positions})
+    for (auto& w : *v)
+      w.resize(policies.size());
+  const data::Bars bars = data::read_bars_csv(path("bars.csv"));
+  while (std::getline(csv, line)) {
+    std::vector<std::string> cells;
+    std::stringstream in(line);
+    for (std::string cell; std::getline(in, cell, ',');)
+      cells.push_back(cell);
+    ASSERT_EQ(cells.size(), header.size()) << line;
+    const std::size_t w = std::stoul(cells[0]) - 1, bar = std::stoul(cells[1]);
+    ASSERT_LT(w, 2u);
+    EXPECT_EQ(cells[2], data::format_iso8601_ms(bars.timestamp_ms[bar]));
+    for (std::size_t k = 0; k < policies.size(); ++k) {
+      positions[w][k].push_back(std::stod(cells[3 + 3 * k]));
+      returns[w][k].push_back(std::stod(cells[4 + 3 * k]));
+      equity[w][k].push_back(std::stod(cells[5 + 3 * k]));
+    }
+  }
+  ASSERT_EQ(metrics.size(), 2 * policies.size());
+  for (const nlohmann::json& entry : metrics) {
+    const std::size_t w = entry["window"]["first_bar"] == metrics[0]["window"]["first_bar"] ? 0 : 1;
+    const std::size_t k =
+        std::find(policies.begin(), policies.end(), entry["policy"].get<std::string>()) -
+        policies.begin();
+    ASSERT_LT(k, policies.size());
+    const std::vector<double>& x = returns[w][k];
+    ASSERT_EQ(static_cast<std::int64_t>(x.size()), entry["metrics"]["bars"].get<std::int64_t>());
+    double mean = 0, squares = 0, exposed = 0;
+    for (double v : x)
+      mean += v / static_cast<double>(x.size());
+    for (double v : x)
+      squares += (v - mean) * (v - mean);
+    for (double p : positions[w][k])
+      exposed += p != 0 ? 1 : 0;
+    const double sharpe =
+        mean / std::sqrt(squares / static_cast<double>(x.size() - 1)) * std::sqrt(252.0);
+    EXPECT_NEAR(sharpe, entry["metrics"]["sharpe"].get<double>(), 1e-9) << entry["policy"];
+    EXPECT_NEAR(equity[w][k].back() - 1, entry["metrics"]["total_return"].get<double>(),
+                1e-9 * (1 + std::fabs(equity[w][k].back())))
+        << entry["policy"];
+    EXPECT_NEAR(exposed / static_cast<double>(x.size()), entry["metrics"]["exposure"].get<double>(),
+                1e-12)
+        << entry["policy"];
+  }
+}
+
 TEST_F(Cli, BacktestsSeveralPoliciesTogetherOnAChosenWindowAndItsParts) {
   ASSERT_EQ(run("synth --bars 2600 --seed 4 --out " + path("bars.csv")).code, 0);
   for (const char* seed : {"1", "2"}) {
