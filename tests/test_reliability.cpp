@@ -358,5 +358,21 @@ TEST_F(Reliability, PersistentFaultsStopTheRunWithADiagnostic) {
             1);
 }
 
+// A member none of whose gradient steps was finite (a learning rate of 1e308) failed: it did
+// not finish, whatever its fault budget.
+TEST_F(Reliability, ARunThatNeverTookAFiniteStepFails) {
+  train::TrainConfig c = small("overflow", 2);
+  c.learning_rate = 1e308;
+  c.fault_budget = 100000;
+  try {
+    run(c);
+    ADD_FAILURE() << "a run that learned nothing finished";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient steps was skipped"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(m_dir / "overflow" / "final_metrics.json"));
+}
+
 }  // namespace
 }  // namespace dqntrader

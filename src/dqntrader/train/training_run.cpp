@@ -762,6 +762,27 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
         close_member(runs[m], trainer, m, data_fingerprint);
     }
   }
+  // A member that took gradient steps and never a finite one (every step skipped: its
+  // learning rate or rewards overflow) learned nothing: it failed, it did not finish.
+  for (MemberRun& run : runs) {
+    if (run.result.failed)
+      continue;
+    bool learned = false;
+    std::int64_t learning_steps = 0;
+    std::istringstream records(run.metrics_text);
+    for (std::string line; std::getline(records, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      learned = learned || !record["loss"].is_null();
+      learning_steps = record["learning_steps"].get<std::int64_t>();
+    }
+    if (!learned && learning_steps > 0) {
+      run.result.failed = true;
+      run.result.failure = "training failed: every one of " + std::to_string(learning_steps) +
+                           " gradient steps was skipped (non-finite: the learning rate or the "
+                           "rewards overflow), so nothing was learned; see " +
+                           run.dir + "metrics.jsonl";
+    }
+  }
   std::vector<std::size_t> survivors;  // the members that did not fail
   for (std::size_t m = 0; m < k; ++m) {
     if (!runs[m].result.failed) {
