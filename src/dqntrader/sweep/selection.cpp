@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dqntrader/core/error.hpp"
@@ -33,8 +34,11 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   std::vector<Candidate> candidates;
   for (const MemberPlan& m : plan.members) {
     if (m.result.best_epoch > 0 && std::isfinite(m.result.validation_sharpe) &&
-        (m.result.status == "finished" || m.result.status == "stopped early"))
-      candidates.push_back({m.id, {}, 0});
+        (m.result.status == "finished" || m.result.status == "stopped early")) {
+      Candidate c;
+      c.member = m.id;
+      candidates.push_back(std::move(c));
+    }
   }
   nlohmann::json j = {{"trials", candidates.size()}, {"blocks", plan.pbo_blocks}};
   if (candidates.size() < 2) {
