@@ -126,7 +126,10 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
   RunReport report;
   report.run_directory = dir;
   train::TrainConfig config;
-  train::apply_settings_json(config, dir + "/config.json");
+  const nlohmann::json settings = io::read_json_file(dir + "/config.json");
+  train::apply_settings(config, settings, dir + "/config.json");
+  if (!settings.contains("test-fraction"))
+    config.test_fraction = 0;  // a run from before test windows held none out
   if (!data_override.empty())
     config.data = data_override;
   const io::PolicyFile policy = io::read_policy(dir + "/best.dqnpolicy");

@@ -281,6 +281,8 @@ SweepPlan plan_from_json(const nlohmann::json& j, const std::string& directory,
     SweepPlan plan;
     plan.directory = directory;
     plan.base = j.at("base");
+    if (plan.base.is_object() && !plan.base.contains("test-fraction"))
+      plan.base["test-fraction"] = 0;  // a sweep from before test windows held none out
     plan.space = space_from_json(j.at("space"), path);
     plan.most = j.at("population_size").get<std::size_t>();
     plan.pbo_blocks = j.value("pbo_blocks", std::size_t{16});
