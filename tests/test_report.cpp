@@ -213,8 +213,8 @@ class RunReport : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(m_dir); }
 
-  // A short run on a CSV file, without costs.
-  std::string train_run() {
+  // A short run on a CSV file, without costs (test_fraction of its bars held out).
+  std::string train_run(double test_fraction = 0.2) {
     data::SynthConfig synth;
     synth.bars = 2500;
     synth.seed = 5;
@@ -226,6 +226,7 @@ class RunReport : public ::testing::Test {
     config.steps_per_epoch = 40;
     config.learning_starts = 256;
     config.hidden = {16};
+    config.test_fraction = test_fraction;
     config.out = (m_dir / "run").string();
     std::ostringstream log;
     train::run_training(m_stream.space(), config, log);
@@ -356,26 +357,13 @@ TEST_F(RunReport, FindsMovedDataButRefusesOtherData) {
 // A run directory from before test windows (its config.json has no test-fraction) held none
 // out: its report reads the data as the run did.
 TEST_F(RunReport, ARunFromBeforeTestWindowsReportsItsData) {
-  data::SynthConfig synth;
-  synth.bars = 2500;
-  synth.seed = 5;
-  data::write_bars_csv((m_dir / "bars.csv").string(), data::generate_bars(synth));
-  train::TrainConfig config;
-  config.data = (m_dir / "bars.csv").string();
-  config.test_fraction = 0;
-  config.epochs = 1;
-  config.steps_per_epoch = 40;
-  config.learning_starts = 256;
-  config.hidden = {16};
-  config.out = (m_dir / "old").string();
-  std::ostringstream log;
-  train::run_training(m_stream.space(), config, log);
+  const std::string run = train_run(0);
   nlohmann::json settings;
-  std::ifstream(m_dir / "old" / "config.json") >> settings;
+  std::ifstream(run + "/config.json") >> settings;
   settings.erase("test-fraction");
   settings.erase("test-data");
-  std::ofstream(m_dir / "old" / "config.json") << settings.dump(2);
-  const report::RunReport r = report::collect_run_report(m_stream.space(), config.out);
+  std::ofstream(run + "/config.json") << settings.dump(2);
+  const report::RunReport r = report::collect_run_report(m_stream.space(), run);
   EXPECT_FALSE(r.test.has_value());
   EXPECT_EQ(r.validation.last_bar, 2499u);
 }
