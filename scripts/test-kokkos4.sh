@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The suite against Kokkos 4.6.01 and Kokkos Kernels 4.6.01 (OpenMP + Serial, Kokkos built
-# without its deprecated code, as Kokkos 5 is), from the upstream release tarballs in the
-# shared/deps folder beside the checkout (or $DQNTRADER_KOKKOS_TARBALLS): the project in C++20
-# (scripts/test.sh builds it in C++17 against Kokkos 3.4.01), with -Wall -Wextra -Werror and
-# the whole CTest suite (the tests at one and at two threads among it). Run by .ci/run after
-# scripts/test.sh, whose set-up it reuses.
+# without its deprecated code, which Kokkos 5 removes), from the upstream release tarballs in
+# the shared/deps folder beside the checkout (or $DQNTRADER_KOKKOS_TARBALLS): the project in
+# C++20 (scripts/test.sh builds it in C++17 against Kokkos 3.4.01), with -Wall -Wextra -Werror
+# (the preset ci) and the whole CTest suite (the tests at one and at two threads among it).
+# Run by .ci/run after scripts/test.sh, whose set-up it reuses.
 # Without the tarballs it says so and exits 0: a fresh machine has no such folder.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,7 +21,7 @@ prefix=$(scripts/bootstrap.sh --kokkos "$version" --tarballs "$tarballs" --print
 export DQNTRADER_REQUIRE_BROWSER=1
 build=build/kokkos-$version-cxx20
 echo "test-kokkos4: Kokkos $version, C++20, in $build"
-cmake --preset openmp -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_STANDARD=20 \
+cmake --preset ci -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_STANDARD=20 \
   -DDQNTRADER_EXPECT_KOKKOS_VERSION=40601 >/dev/null
 cmake --build "$build" -j "${DQNTRADER_JOBS:-2}"
 ctest --test-dir "$build" --output-on-failure

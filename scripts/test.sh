@@ -7,4 +7,4 @@ cd "$root"
 scripts/build.sh --browser
 # The report test renders a page in Chromium; here a missing browser is a failure, not a skip.
 export DQNTRADER_REQUIRE_BROWSER=1
-ctest --preset openmp
+ctest --preset ci

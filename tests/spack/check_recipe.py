@@ -5,7 +5,7 @@ Usage (from the source root):
     python3 tests/spack/check_recipe.py \\
         --recipe spack/spack_repo/dqntrader/packages/dqntrader/package.py \\
         --repo-yaml spack/spack_repo/dqntrader/repo.yaml --cmake CMakeLists.txt [--cmake ...] \
-        [--bootstrap scripts/bootstrap.sh]
+        [--bootstrap scripts/bootstrap.sh] [--license-file LICENSE]
 
 Spack is not needed: the recipe is parsed, never imported. The checks:
   * the recipe parses and compiles as Python 3 and imports only Spack's API (spack, spack.*,
@@ -19,6 +19,10 @@ Spack is not needed: the recipe is parsed, never imported. The checks:
   * every REQUIRED find_package() of the project (the CMakeLists.txt files given and the
     directories they add_subdirectory()) has a Spack package among the depends_on() names;
   * conflicts() forbid +cuda together with +openmp, and ~cuda together with ~openmp;
+  * the recipe declares its license with exactly one license("SPDX-ID") of a literal
+    identifier; with --license-file, that file holds the text of that license;
+  * the recipe's depends_on("cmake@X:") asks for the version the first CMakeLists.txt's
+    cmake_minimum_required(VERSION X) names;
   * with --bootstrap: the recipe's unconditional depends_on("kokkos@LOW:HIGH") admits every
     Kokkos version the bootstrap (and so CI) builds, starts at the lowest of them and ends with
     the highest major version among them (a newer major release is excluded until CI builds it).
@@ -44,6 +48,11 @@ SPACK_NAME_OF = {
     "GTest": "googletest",
     "benchmark": "benchmark",
     "MPI": "mpi",
+}
+
+# SPDX identifier -> a pattern the license file's text must match (whitespace-insensitive).
+LICENSE_TEXT_OF = {
+    "Apache-2.0": r"Apache License\s+Version 2\.0, January 2004.*END OF TERMS AND CONDITIONS",
 }
 
 OPTION_PREFIX = "DQNTRADER_ENABLE_"
@@ -183,6 +192,88 @@ def check_kokkos_range(depends, versions, bootstrap, recipe, problems):
         problems.add(f"{recipe}: the Kokkos range ends at {match.group(2)}; it must end with the "
                      f"newest major version {bootstrap} builds ({newest_major}), so that the next "
                      "major release is excluded until it is built and tested")
+
+
+# --- license and CMake version -----------------------------------------------------------------
+
+
+def check_license(licenses, license_file, recipe, problems):
+    """licenses: (identifier or None, line) of every license() call in the recipe."""
+    if not licenses:
+        problems.add(f"{recipe}: no license(\"SPDX-ID\") directive")
+        return
+    if len(licenses) > 1:
+        problems.add(
+            f"{recipe}: {len(licenses)} license() directives (lines "
+            f"{', '.join(str(line) for _, line in licenses)}); the project has one license"
+        )
+        return
+    identifier, line = licenses[0]
+    if not identifier:
+        problems.add(f"{recipe}:{line}: license() needs a literal SPDX identifier")
+        return
+    if not license_file:
+        return
+    try:
+        with open(license_file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        problems.add(f"cannot read {license_file}: {e.strerror}")
+        return
+    pattern = LICENSE_TEXT_OF.get(identifier)
+    if pattern is None:
+        problems.add(
+            f"{recipe}:{line}: license('{identifier}') has no known text to check "
+            f"{license_file} against; add it to LICENSE_TEXT_OF in {os.path.basename(__file__)}"
+        )
+    elif not re.search(pattern, text, flags=re.S):
+        problems.add(f"{recipe}:{line}: license('{identifier}'), but {license_file} is not its text")
+
+
+def cmake_minimum_version(path, problems):
+    """The VERSION of the cmake_minimum_required() in the CMakeLists.txt at path (the lower
+    end of a min...max range), or None."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = strip_cmake_comments(f.read())
+    except OSError as e:
+        problems.add(f"cannot read {path}: {e.strerror}")
+        return None
+    for args in cmake_commands(text, "cmake_minimum_required"):
+        match = re.search(r"\bVERSION\s+([0-9]+(?:\.[0-9]+)*)", args)
+        if match:
+            return match.group(1)
+    problems.add(f"{path}: no cmake_minimum_required(VERSION ...)")
+    return None
+
+
+def check_cmake_version(depends, minimum, cmake_file, recipe, problems):
+    """The recipe's build dependency on cmake starts at the project's minimum version."""
+    if minimum is None:
+        return
+    lows = []
+    for spec, _ in depends:
+        match = re.match(r"\s*cmake@([0-9.]+):\s*$", spec)
+        if match:
+            lows.append(match.group(1))
+        elif re.match(r"\s*cmake(\s|@|$)", spec):
+            problems.add(f"{recipe}: depends_on('{spec}') is not of the form cmake@X:")
+    if len(lows) != 1:
+        problems.add(
+            f"{recipe}: expected one depends_on('cmake@X:'), found {len(lows)}; "
+            f"{cmake_file} needs CMake {minimum}"
+        )
+    else:
+
+        def padded(v):
+            parts = version_tuple(v)
+            return parts + (0,) * (3 - len(parts))
+
+        if padded(lows[0]) != padded(minimum):
+            problems.add(
+                f"{recipe}: depends_on('cmake@{lows[0]}:'), but {cmake_file} has "
+                f"cmake_minimum_required(VERSION {minimum})"
+            )
 
 
 # --- repo.yaml --------------------------------------------------------------------------------
@@ -365,6 +456,9 @@ def main(argv=None):
     parser.add_argument(
         "--bootstrap", help="scripts/bootstrap.sh: check the Kokkos range against its versions"
     )
+    parser.add_argument(
+        "--license-file", help="the project's LICENSE: check it against the recipe's license()"
+    )
     args = parser.parse_args(argv)
     problems = Problems()
 
@@ -383,6 +477,7 @@ def main(argv=None):
     from_variant = []  # (cmake variable, variant, line)
     depends, conflicts = [], []  # spec strings
     depends_when = []  # (spec, condition) of every depends_on: its when= or its with when() block
+    licenses = []  # (identifier or None, line) of every license() directive
     conditioned = {}  # id of a call inside a `with when(...)` block -> that block's condition
     for block in ast.walk(tree):
         if isinstance(block, ast.With):
@@ -423,6 +518,8 @@ def main(argv=None):
             when = keyword(node, "when")
             condition = (literal_prefix(when) if when is not None else None) or ""
             depends_when.append((first, condition or conditioned.get(id(node), "")))
+        elif name == "license" and isinstance(node.func, ast.Name):
+            licenses.append((first, node.lineno))
         elif name == "conflicts" and isinstance(node.func, ast.Name) and first is not None:
             when = node.args[1] if len(node.args) > 1 else keyword(node, "when")
             conflicts.append((first, (literal_prefix(when) if when is not None else None) or ""))
@@ -478,6 +575,15 @@ def main(argv=None):
                 f"depends_on('{spack_name}...')"
             )
 
+    check_license(licenses, args.license_file, args.recipe, problems)
+    check_cmake_version(
+        depends_when,
+        cmake_minimum_version(args.cmake[0], problems),
+        args.cmake[0],
+        args.recipe,
+        problems,
+    )
+
     if args.bootstrap:
         versions = bootstrap_kokkos_versions(args.bootstrap, problems)
         check_kokkos_range(depends_when, versions, args.bootstrap, args.recipe, problems)
@@ -501,7 +607,8 @@ def main(argv=None):
             f"check_recipe: OK: {len(project_options)} options "
             f"({', '.join(project_options)}) set from variants "
             f"{', '.join(sorted(variants))}; dependencies cover "
-            f"{', '.join(sorted({p for p, r, _ in packages if r}))}"
+            f"{', '.join(sorted({p for p, r, _ in packages if r}))}; license "
+            f"{licenses[0][0]}"
         )
     return report(problems, args)
 

@@ -1,5 +1,7 @@
 # dqntrader's Spack recipe. The project publishes no release tarball and no repository address,
 # so Spack builds it only from a local checkout named with `spack develop` (spack/README.md).
+# For the same reason the recipe has no homepage, and it names no maintainers: the project has
+# no public address or account names to give.
 from spack_repo.builtin.build_systems.cmake import CMakePackage
 from spack_repo.builtin.build_systems.cuda import CudaPackage
 
@@ -11,6 +13,9 @@ class Dqntrader(CMakePackage, CudaPackage):
     validation every epoch, and backtests of trained or built-in policies. A build has one
     backend: CUDA (matrix products through cuBLASLt on one GPU) or OpenMP (Kokkos Kernels and a
     BLAS on the host's threads)."""
+
+    # LICENSE (the Apache License 2.0) and NOTICE at the root of the checkout.
+    license("Apache-2.0")
 
     # The only version is the checkout that `spack develop --path` points at; there is nothing
     # to fetch, so a spec that is not a develop spec fails at the fetch step.
@@ -44,7 +49,7 @@ class Dqntrader(CMakePackage, CudaPackage):
 
     depends_on("cxx", type="build")
     depends_on("c", type="build")  # tests/tools/failing_io.c, with +tests or --test=root
-    depends_on("cmake@3.20:", type="build")
+    depends_on("cmake@3.21:", type="build")  # cmake_minimum_required, CMakePresets.json v3
 
     # The Kokkos versions the project's CI and GPU runs build and test: 3.4.01 (the
     # bootstrap's) and 4.6.01 (C++17 and C++20). Kokkos 5 is left out until one has been built
