@@ -76,6 +76,10 @@ class CapturedWork {
 
   bool captured() const;
 
+  /// Forgets the recording (captured() is false again), so that different work can be
+  /// recorded.
+  void clear();
+
   /// Kernels in the recording (the CUDA graph's kernel nodes, matrix products' included);
   /// 0 before capture and on OpenMP, where nothing is recorded.
   std::size_t kernels() const;

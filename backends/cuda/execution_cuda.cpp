@@ -112,6 +112,10 @@ void CapturedWork::replay(const ExecSpace& space) const {
   DQNTRADER_CUDA(cudaGraphLaunch(m_impl->instance, space.cuda_stream()));
 }
 
+void CapturedWork::clear() {
+  m_impl = std::make_unique<Impl>();
+}
+
 bool CapturedWork::captured() const {
   return m_impl->instance != nullptr;
 }

@@ -49,6 +49,10 @@ void CapturedWork::replay(const ExecSpace&) const {
   m_impl->work();
 }
 
+void CapturedWork::clear() {
+  m_impl = std::make_unique<Impl>();
+}
+
 bool CapturedWork::captured() const {
   return static_cast<bool>(m_impl->work);
 }

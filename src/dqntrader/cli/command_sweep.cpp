@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/execution.hpp"
@@ -113,6 +114,8 @@ Command add_sweep(CLI::App& app) {
     std::vector<std::string> sets;
     std::size_t random = 0, population = 0, pbo_blocks = 16;
     std::uint64_t random_seed = 1;
+    sweep::ScheduleSettings schedule;
+    std::string perturb = "0.8,1.2";
     SettingFlags flags;
   };
   auto options = std::make_shared<Options>();
@@ -147,6 +150,36 @@ Command add_sweep(CLI::App& app) {
   c->add_option("--pbo-blocks", options->pbo_blocks,
                 "row blocks of the validation window into which the probability of backtest "
                 "overfitting cuts the members' returns (even, 2 to 24)")
+      ->capture_default_str()
+      ->check(whole_number);
+  c->add_option("--schedule", options->schedule.kind,
+                "what each population does between epochs: none (every member trains its "
+                "whole budget), pbt (population based training: the worst copy the best and "
+                "perturb the settings --set varies per member) or halving (successive "
+                "halving: the worst stop)")
+      ->capture_default_str();
+  c->add_option("--pbt-interval", options->schedule.interval, "pbt: epochs between decisions")
+      ->capture_default_str()
+      ->check(whole_number);
+  c->add_option("--pbt-fraction", options->schedule.fraction,
+                "pbt: the bottom quantile that copies the top quantile (at most 0.5)")
+      ->capture_default_str();
+  c->add_option("--pbt-perturb", options->perturb,
+                "pbt: the two factors a perturbed number is multiplied by (a list's value "
+                "moves to its neighbour)")
+      ->capture_default_str();
+  c->add_option("--pbt-resample", options->schedule.resample,
+                "pbt: probability that a setting is drawn afresh from the space instead")
+      ->capture_default_str();
+  c->add_option("--pbt-burn-in", options->schedule.burn_in,
+                "pbt: no decision before the end of this epoch")
+      ->capture_default_str()
+      ->check(whole_number);
+  c->add_option("--halving-rate", options->schedule.halving_rate,
+                "halving: 1 / rate of the running members go on at each rung")
+      ->capture_default_str();
+  c->add_option("--halving-interval", options->schedule.halving_interval,
+                "halving: epochs between rungs")
       ->capture_default_str()
       ->check(whole_number);
   c->add_option("--config", options->config_file,
@@ -249,8 +282,31 @@ Command add_sweep(CLI::App& app) {
         throw InputError("--pbo-blocks " + std::to_string(options->pbo_blocks) +
                          ": an even number from 2 to 24");
       }
+      sweep::ScheduleSettings& schedule = options->schedule;
+      if (c->get_option("--pbt-perturb")->count() > 0) {
+        std::tie(schedule.perturb_down, schedule.perturb_up) =
+            sweep::parse_perturb(options->perturb);
+      }
+      schedule.seed = space.random_seed;
+      sweep::check(schedule);
+      for (const char* flag :
+           {"--pbt-interval", "--pbt-fraction", "--pbt-perturb", "--pbt-resample", "--pbt-burn-in",
+            "--halving-rate", "--halving-interval"}) {
+        const std::string kind = std::string(flag).rfind("--pbt", 0) == 0 ? "pbt" : "halving";
+        if (c->get_option(flag)->count() > 0 && schedule.kind != kind)
+          throw InputError(std::string(flag) + " applies to --schedule " + kind);
+      }
       plan = sweep::make_plan(base, space, base.out, most);
       plan.pbo_blocks = options->pbo_blocks;
+      plan.schedule = schedule;
+      if (schedule.kind != "none" &&
+          std::all_of(plan.populations.begin(), plan.populations.end(),
+                      [](const sweep::PopulationPlan& p) { return p.members.size() < 2; })) {
+        throw InputError("--schedule " + schedule.kind +
+                         " decides between the members of a population, and every population "
+                         "here has one member (give more seeds or per-member settings, or a "
+                         "larger --population)");
+      }
       plan.data_fingerprint = train::fingerprint_text(data.fingerprint);
       if (data.has_test())
         plan.test_fingerprint = train::fingerprint_text(data.test_fingerprint);
@@ -283,7 +339,11 @@ Command add_sweep(CLI::App& app) {
       std::cerr << "dqntrader sweep: " << first.members.size() << " members ("
                 << first.combinations.size() << " combinations x " << seeds << " seeds) in "
                 << first.populations.size() << " populations of at most " << first.most
-                << " members; " << first.directory << "\n";
+                << " members"
+                << (first.schedule.kind == "pbt"       ? ", population based training in each"
+                    : first.schedule.kind == "halving" ? ", successive halving in each"
+                                                       : "")
+                << "; " << first.directory << "\n";
     });
     dist::run_sweep(space, plan, std::cerr);
     if (dist::ranks().rank == 0) {

@@ -22,6 +22,28 @@ float Adam::learning_rate(std::size_t member, std::int64_t calls) const {
   return scheduled_rate(s.schedule, s.learning_rate, s.final_fraction, calls, s.schedule_steps);
 }
 
+void Adam::set_settings(const ExecSpace& space, std::size_t member, const AdamSettings& settings) {
+  m_settings.at(member) = settings;
+  Kokkos::deep_copy(space, Kokkos::subview(m_device_settings, member), settings);
+  compat::fence(space, "dqntrader::nn::Adam: the settings are uploaded before they go");
+}
+
+void Adam::copy_members(const ExecSpace& space, const MemberCopies& copies) const {
+  copy_member_vectors(space, m_m, m_layout.size, m_layout.stride, copies);
+  copy_member_vectors(space, m_v, m_layout.size, m_layout.stride, copies);
+  const auto counters = m_counters;
+  Kokkos::parallel_for(
+      "dqntrader::nn::adam_copy_counters",
+      Kokkos::RangePolicy<ExecSpace>(space, 0, copies.extent(0)), KOKKOS_LAMBDA(const int c) {
+        const AdamCounters from = counters(copies(c, 1));
+        AdamCounters& to = counters(copies(c, 0));
+        to.calls = from.calls;
+        to.applied = from.applied;
+        to.beta1_power = from.beta1_power;
+        to.beta2_power = from.beta2_power;
+      });
+}
+
 namespace {
 
 using Policy = Kokkos::TeamPolicy<ExecSpace>;

@@ -12,6 +12,7 @@
 
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/member_copy.hpp"
 #include "dqntrader/core/types.hpp"
 
 namespace dqntrader::nn {
@@ -74,6 +75,13 @@ class Adam {
 
   /// Member m's learning rate after `calls` steps.
   float learning_rate(std::size_t member, std::int64_t calls) const;
+
+  /// Member m's settings from its next step on.
+  void set_settings(const ExecSpace& space, std::size_t member, const AdamSettings& settings);
+  /// Each copy's member `to` takes member `from`'s moments and its position in the schedule
+  /// and the bias correction (calls, applied, beta powers); its counts of skipped steps stay
+  /// its own.
+  void copy_members(const ExecSpace& space, const MemberCopies& copies) const;
 
   Kokkos::View<float*, DeviceMemory> first_moment() const { return m_m; }
   Kokkos::View<float*, DeviceMemory> second_moment() const { return m_v; }

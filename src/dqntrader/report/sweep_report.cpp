@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -39,6 +40,10 @@ SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
   report.directory = dir;
   report.axes = plan.space.axes;
   report.populations = plan.populations.size();
+  report.schedule = plan.schedule.kind;
+  std::map<std::string, const sweep::MemberPlan*> by_run;
+  for (const sweep::MemberPlan& m : plan.members)
+    by_run[m.run] = &m;
   const nlohmann::json board = sweep::leaderboard_json(plan);
   for (const nlohmann::json& m : board["members"]) {
     SweepMemberRow row;
@@ -56,6 +61,7 @@ SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
     row.test_sharpe = io::number_of(m["test_sharpe"]);
     if (row.status != "pending" && row.status != "failed")
       row.epochs = read_epochs(dir + "/" + m["run"].get<std::string>());
+    row.schedule = by_run.at(m["run"].get<std::string>())->result.schedule;
     report.members.push_back(std::move(row));
   }
   for (const nlohmann::json& c : board["combinations"]) {
@@ -76,6 +82,52 @@ SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
         space, dir + "/" + board["members"][0]["run"].get<std::string>(), data_override);
   }
   return report;
+}
+
+namespace {
+
+std::string member_name(const std::string& run) {
+  return run.substr(run.find_last_of('/') + 1);
+}
+
+}  // namespace
+
+std::vector<AncestorEpoch> winner_ancestry(const SweepReport& r) {
+  std::map<std::string, const SweepMemberRow*> rows;
+  for (const SweepMemberRow& m : r.members)
+    rows[m.member] = &m;
+  std::vector<AncestorEpoch> out;
+  if (r.members.empty() || r.members.front().epochs.empty())
+    return out;
+  // The copy member m made at the end of epoch e, if any.
+  auto copy_at = [&](const SweepMemberRow& m, std::size_t e) -> const nlohmann::json* {
+    for (const nlohmann::json& step : m.schedule) {
+      if (step.contains("copied") && step["epoch"].get<std::size_t>() == e)
+        return &step;
+    }
+    return nullptr;
+  };
+  // Member m's settings during epoch e: those of its last copy before e, else its own.
+  auto settings_during = [&](const SweepMemberRow& m, std::size_t e) {
+    std::vector<std::pair<std::string, std::string>> settings = m.settings;
+    for (const nlohmann::json& step : m.schedule) {
+      if (!step.contains("copied") || step["epoch"].get<std::size_t>() >= e)
+        continue;
+      for (auto& [name, value] : settings) {
+        if (step["settings"].contains(name))
+          value = step["settings"][name].get<std::string>();
+      }
+    }
+    return settings;
+  };
+  const SweepMemberRow* at = &r.members.front();
+  for (std::size_t e = at->epochs.back().epoch; e >= 1; --e) {
+    out.push_back({e, at->member, settings_during(*at, e)});
+    if (const nlohmann::json* copy = copy_at(*at, e - 1))
+      at = rows.at(member_name((*copy)["copied"].get<std::string>()));
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 namespace {
@@ -231,6 +283,122 @@ std::string luck_section(const SweepReport& r) {
   return out.str();
 }
 
+// What the schedule did. PBT: the lineage (a row per member over its epochs, a line from the
+// member copied at epoch E to the member that copied it at E + 1, the winner's ancestry in
+// blue) and the winner's settings epoch by epoch as its weights lived them. Halving: its rungs.
+std::string schedule_section(const SweepReport& r) {
+  std::ostringstream out;
+  if (r.schedule == "halving") {
+    out << "<h2 id=\"schedule\">Successive halving</h2>\n<table id=\"rungs\">\n"
+        << "<tr><th>after epoch</th><th>members stopped</th></tr>\n";
+    std::map<std::size_t, std::vector<std::string>> rungs;
+    for (const SweepMemberRow& m : r.members) {
+      for (const nlohmann::json& step : m.schedule)
+        rungs[step["epoch"].get<std::size_t>()].push_back(m.member);
+    }
+    for (auto& [epoch, stopped] : rungs) {
+      std::sort(stopped.begin(), stopped.end());
+      out << "<tr><td class=\"value\">" << epoch << "</td><td>";
+      for (const std::string& m : stopped)
+        out << (&m == &stopped.front() ? "" : " ") << escape_html(m);
+      out << "</td></tr>\n";
+    }
+    out << "</table>\n";
+    return out.str();
+  }
+  if (r.schedule != "pbt")
+    return "";
+  out << "<h2 id=\"schedule\">Population based training</h2>\n<p class=\"meta\">After each "
+         "decision the worst members copied the networks, optimizer state and settings of the "
+         "best and perturbed the settings; their replay and environments stayed their own. "
+         "The selection statistics count every member trained.</p>\n";
+  std::vector<std::string> names;
+  for (const SweepMemberRow& m : r.members)
+    names.push_back(m.member);
+  std::sort(names.begin(), names.end());
+  auto row_of = [&](const std::string& name) {
+    return static_cast<double>(std::lower_bound(names.begin(), names.end(), name) - names.begin());
+  };
+  const std::vector<AncestorEpoch> ancestry = winner_ancestry(r);
+  std::set<std::pair<std::size_t, std::string>> winning;  // (epoch, member) of the ancestry
+  for (const AncestorEpoch& a : ancestry)
+    winning.insert({a.epoch, a.member});
+  {
+    LineChart chart;
+    chart.id = "lineage";
+    chart.title =
+        "Lineage: a row per member over its epochs; a line from member A at epoch E to member B "
+        "at E + 1 where B copied A after epoch E (the winner's ancestry in blue)";
+    chart.x.label = "epoch";
+    chart.y.label = "member (in the order of their names)";
+    chart.legend = false;
+    std::vector<Series> copies, ancestors;
+    for (const SweepMemberRow& m : r.members) {
+      if (m.epochs.empty())
+        continue;
+      const double y = row_of(m.member);
+      chart.series.push_back(
+          {m.member, other_colour, {1.0, static_cast<double>(m.epochs.back().epoch)}, {y, y}});
+      for (const nlohmann::json& step : m.schedule) {
+        if (!step.contains("copied"))
+          continue;
+        const std::size_t e = step["epoch"].get<std::size_t>();
+        const std::string from = member_name(step["copied"].get<std::string>());
+        const bool ancestral = winning.count({e, from}) > 0 && winning.count({e + 1, m.member}) > 0;
+        Series edge{from + " > " + m.member,
+                    ancestral ? policy_colour : "#56627a",
+                    {static_cast<double>(e), static_cast<double>(e + 1)},
+                    {row_of(from), y}};
+        (ancestral ? ancestors : copies).push_back(edge);
+      }
+    }
+    chart.series.insert(chart.series.end(), copies.begin(), copies.end());
+    chart.series.insert(chart.series.end(), ancestors.begin(), ancestors.end());
+    out << render(chart);
+  }
+  if (ancestry.empty())
+    return out.str();
+  out << "<p class=\"meta\">The winner's settings epoch by epoch, as its weights lived them "
+         "(the member whose slot trained them then).</p>\n<table id=\"winner-schedule\">\n"
+      << "<tr><th>epoch</th><th>trained in</th>";
+  for (const auto& setting : ancestry.front().settings)
+    out << "<th>" << escape_html(setting.first) << "</th>";
+  out << "</tr>\n";
+  for (const AncestorEpoch& a : ancestry) {
+    out << "<tr><td class=\"value\">" << a.epoch << "</td><td>" << escape_html(a.member) << "</td>";
+    for (const auto& setting : a.settings)
+      out << "<td>" << escape_html(setting.second) << "</td>";
+    out << "</tr>\n";
+  }
+  out << "</table>\n";
+  for (std::size_t i = 0; i < r.axes.size(); ++i) {
+    const sweep::Axis& axis = r.axes[i];
+    Series values{axis.setting, policy_colour};
+    values.steps = true;
+    bool numeric = true;
+    for (const AncestorEpoch& a : ancestry) {
+      const std::string& text = a.settings[i].second;
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      numeric = numeric && end != text.c_str() && *end == '\0';
+      values.x.push_back(static_cast<double>(a.epoch));
+      values.y.push_back(v);
+    }
+    if (!numeric)
+      continue;
+    LineChart chart;
+    chart.id = "schedule-" + axis.setting;
+    chart.title = "The winner's " + axis.setting + " by epoch";
+    chart.x.label = "epoch";
+    chart.y.label = axis.setting;
+    chart.y.log = axis.log;
+    chart.legend = false;
+    chart.series.push_back(values);
+    out << render(chart);
+  }
+  return out.str();
+}
+
 }  // namespace
 
 std::string render_html(const SweepReport& r) {
@@ -302,6 +470,7 @@ std::string render_html(const SweepReport& r) {
                         curves, time);
   }
 
+  out << schedule_section(r);
   out << luck_section(r);
 
   out << "<h2>Leaderboard: members</h2>\n<p class=\"meta\">Ranked by the validation Sharpe of "

@@ -263,6 +263,15 @@ nlohmann::json to_json(const SearchSpace& space) {
   return j;
 }
 
+std::string draw(const Axis& a, HostRng& rng) {
+  if (!a.range)
+    return a.values[rng.below(a.values.size())];
+  const double u = rng.uniform();
+  const double v = a.log ? std::exp(std::log(a.low) + u * (std::log(a.high) - std::log(a.low)))
+                         : a.low + u * (a.high - a.low);
+  return train::number_text(v);
+}
+
 std::vector<Combination> combinations(const SearchSpace& space) {
   std::vector<Combination> out;
   if (space.random == 0) {
@@ -287,16 +296,8 @@ std::vector<Combination> combinations(const SearchSpace& space) {
   HostRng rng(space.random_seed ^ 0x53574545505350ull);
   for (std::size_t d = 0; d < space.random; ++d) {
     Combination c;
-    for (const Axis& a : space.axes) {
-      if (!a.range) {
-        c.values.push_back({a.setting, a.values[rng.below(a.values.size())]});
-        continue;
-      }
-      const double u = rng.uniform();
-      const double v = a.log ? std::exp(std::log(a.low) + u * (std::log(a.high) - std::log(a.low)))
-                             : a.low + u * (a.high - a.low);
-      c.values.push_back({a.setting, train::number_text(v)});
-    }
+    for (const Axis& a : space.axes)
+      c.values.push_back({a.setting, draw(a, rng)});
     out.push_back(c);
   }
   return out;

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "dqntrader/core/random.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::sweep {
@@ -68,6 +69,10 @@ SearchSpace space_from_json(const nlohmann::json& json, const std::string& sourc
 struct Combination {
   std::vector<std::pair<std::string, std::string>> values;
 };
+
+/// One random value of an axis: one of a list's values (uniformly), or a number uniform
+/// (log-uniform) in a range's [LO, HI] (one draw of rng each).
+std::string draw(const Axis& axis, HostRng& rng);
 
 /// The grid (every list's values, the first axis varying slowest) or the random draws.
 /// InputError when the grid has a range axis.

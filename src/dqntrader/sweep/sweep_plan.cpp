@@ -130,6 +130,8 @@ nlohmann::json to_json(const MemberResult& r) {
     j["skipped"] = r.skipped;
   if (!r.files.empty())
     j["files"] = r.files;
+  if (!r.schedule.empty())
+    j["schedule"] = r.schedule;
   return j;
 }
 
@@ -146,6 +148,7 @@ MemberResult member_result_from_json(const nlohmann::json& j) {
   r.restarted = j.value("restarted", std::string());
   r.skipped = j.value("skipped", std::string());
   r.files = j.value("files", nlohmann::json::object());
+  r.schedule = j.value("schedule", nlohmann::json::array());
   return r;
 }
 
@@ -217,6 +220,7 @@ MemberResult member_result(const train::RunResult& result) {
   if (result.test)
     r.test = io::to_json(result.test->best);
   r.failure = result.failure;
+  r.schedule = result.schedule;
   return r;
 }
 
@@ -244,13 +248,10 @@ nlohmann::json plan_json(const SweepPlan& plan) {
                            {"checkpoints", p.checkpoints},
                            {"finished", p.finished}});
   }
-  nlohmann::json j = {{"format", "dqntrader sweep 1"},
-                      {"base", plan.base},
-                      {"space", to_json(plan.space)},
-                      {"population_size", plan.most},
-                      {"pbo_blocks", plan.pbo_blocks},
-                      {"combinations", combinations},
-                      {"members", members},
+  nlohmann::json j = {{"format", "dqntrader sweep 1"}, {"base", plan.base},
+                      {"space", to_json(plan.space)},  {"population_size", plan.most},
+                      {"pbo_blocks", plan.pbo_blocks}, {"schedule", to_json(plan.schedule)},
+                      {"combinations", combinations},  {"members", members},
                       {"populations", populations}};
   if (!plan.data_fingerprint.empty())
     j["data_fingerprint"] = plan.data_fingerprint;
@@ -286,6 +287,7 @@ SweepPlan plan_from_json(const nlohmann::json& j, const std::string& directory,
     plan.space = space_from_json(j.at("space"), path);
     plan.most = j.at("population_size").get<std::size_t>();
     plan.pbo_blocks = j.value("pbo_blocks", std::size_t{16});
+    plan.schedule = schedule_from_json(j.value("schedule", nlohmann::json()), path);
     plan.selection = j.value("selection", nlohmann::json());
     plan.data_fingerprint = j.value("data_fingerprint", std::string());
     plan.test_fingerprint = j.value("test_fingerprint", std::string());

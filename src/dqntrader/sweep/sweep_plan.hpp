@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dqntrader/sweep/schedule.hpp"
 #include "dqntrader/sweep/search_space.hpp"
 #include "dqntrader/train/train_config.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -39,6 +40,9 @@ struct MemberResult {
   // Its run directory's files as its population left them: name -> {"bytes", "checksum"}
   // (member_files), which a resume checks.
   nlohmann::json files = nlohmann::json::object();
+  // What the sweep's schedule did to it, by epoch (train::RunResult::schedule): whom it copied
+  // and its settings after, or that it stopped; empty without a schedule.
+  nlohmann::json schedule = nlohmann::json::array();
 };
 
 struct MemberPlan {
@@ -64,6 +68,7 @@ struct SweepPlan {
   std::vector<PopulationPlan> populations;
   std::size_t most = 1;         // members per population at most
   std::size_t pbo_blocks = 16;  // row blocks of the selection's cross-validation (even)
+  ScheduleSettings schedule;    // what each population does between epochs
   // The data the sweep was planned on (train::fingerprint_text of the bars it learns and
   // validates on, and of its test window's; empty when it has none): a resume on other data
   // is refused.

@@ -11,9 +11,38 @@
 #include "dqntrader/core/status_line.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
+#include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::sweep {
+
+std::function<std::vector<train::ScheduleStep>(std::size_t, const std::vector<double>&,
+                                               const std::vector<bool>&, train::DqnTrainer&)>
+population_schedule(const SweepPlan& plan, std::size_t p) {
+  return [&plan, p](std::size_t epoch, const std::vector<double>& sharpes,
+                    const std::vector<bool>& running, train::DqnTrainer& trainer) {
+    const std::vector<std::size_t>& ids = plan.populations.at(p).members;
+    std::vector<train::TrainConfig> now;
+    for (std::size_t m = 0; m < ids.size(); ++m)
+      now.push_back(trainer.member(m));
+    const Decision d = decide(
+        plan.schedule, plan.space, plan.populations[p].id, epoch,
+        member_config(plan, ids.front()).epochs, sharpes, running, now,
+        [&trainer](std::size_t m, const train::TrainConfig& c) { trainer.check_member(m, c); });
+    std::vector<train::ScheduleStep> steps(ids.size());
+    trainer.copy_members(d.copies);
+    for (std::size_t i = 0; i < d.copies.size(); ++i) {
+      const auto [to, from] = d.copies[i];
+      trainer.set_member(to, d.settings[i]);
+      steps[to].record = {{"copied", plan.members[ids[from]].run}, {"settings", d.values[i]}};
+    }
+    for (const std::size_t m : d.stops) {
+      steps[m].record = {{"stopped", "halving"}};
+      steps[m].stop = true;
+    }
+    return steps;
+  };
+}
 
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
@@ -25,6 +54,8 @@ std::vector<MemberResult> run_planned_population(
   train::PopulationOptions options;
   options.checkpoints = plan.directory + "/" + population.checkpoints;
   options.on_epoch = on_epoch;
+  if (plan.schedule.kind != "none")
+    options.schedule = population_schedule(plan, p);
   train::ResumeOptions resume;
   resume.resume = !train::checkpoint_paths(options.checkpoints).empty();
   std::ostringstream log;  // a sweep prints a line a population (population_line), not its epochs

@@ -12,8 +12,18 @@
 
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
+#include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::sweep {
+
+/// The schedule of population p of plan (plan.schedule, which must not be none), as
+/// train::PopulationOptions takes it: at each decision, the members copied to take their
+/// sources' state and their new settings, and the members halving stops stop; each member's
+/// step records whom it copied (its run directory, relative to the sweep's) and its scheduled
+/// settings after, or {"stopped": "halving"}. plan must outlive it.
+std::function<std::vector<train::ScheduleStep>(std::size_t, const std::vector<double>&,
+                                               const std::vector<bool>&, train::DqnTrainer&)>
+population_schedule(const SweepPlan& plan, std::size_t p);
 
 /// Trains population p of plan (continuing from its checkpoints when it has any) and returns
 /// its members' results, in the population's member order. Writes only the members' run

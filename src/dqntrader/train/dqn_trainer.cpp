@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "backends/execution.hpp"
@@ -22,6 +23,7 @@
 #include "dqntrader/train/causal_probe.hpp"
 #include "dqntrader/train/td_loss.hpp"
 #include "dqntrader/train/training_guard.hpp"
+#include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::train {
 
@@ -143,6 +145,8 @@ class DqnTrainer::Engine {
   virtual void restore(const std::vector<io::Section>& sections, const std::string& source) = 0;
   virtual void inject_fault(std::size_t member, const std::string& kind) = 0;
   virtual void stop(std::size_t member) = 0;
+  virtual void copy_members(const std::vector<std::pair<std::size_t, std::size_t>>& copies) = 0;
+  virtual void set_member(std::size_t member, const TrainConfig& settings) = 0;
   virtual double recorded_kernels_per_step() const = 0;
 
   std::vector<TrainConfig> members;
@@ -154,6 +158,7 @@ class DqnTrainer::Engine {
   std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0, vaccine_bars = 0;
   std::vector<eval::BarRange> windows;  // walk-forward validation windows
   std::vector<int> active;              // host copy: members that still step
+  int most_n_step = 1;                  // what the replay's windows are sized for
 };
 
 namespace {
@@ -198,7 +203,7 @@ class EngineImpl final : public DqnTrainer::Engine {
       adam.push_back(adam_settings(m));
       seeds.push_back(m.seed);
     }
-    const int most_n_step = largest_n_step(members);
+    most_n_step = largest_n_step(members);
     m_settings_host = settings;
     m_settings = upload(space, settings, "dqntrader::train::member_settings");
     active.assign(k, 1);
@@ -206,6 +211,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_poisoned = Kokkos::View<int*, DeviceMemory>(
         Kokkos::view_alloc(space, std::string("dqntrader::train::poisoned")), k);
     m_faults.assign(k, std::string());
+    m_rescheduled.assign(k, 0);
 
     auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
     // Every member's online parameters, then every member's target (rounded up to 128 values,
@@ -390,6 +396,13 @@ class EngineImpl final : public DqnTrainer::Engine {
     out.push_back(
         {"member_counters", std::string(reinterpret_cast<const char*>(m_member_counters.data()),
                                         m_member_counters.size() * sizeof(MemberCounters))});
+    // The settings of the members whose settings set_member changed, by member.
+    nlohmann::json changed = nlohmann::json::object();
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      if (m_rescheduled[m] != 0)
+        changed[std::to_string(m)] = member_settings_json(members[m]);
+    }
+    out.push_back({"member_settings", changed.dump()});
     return out;
   }
 
@@ -424,6 +437,23 @@ class EngineImpl final : public DqnTrainer::Engine {
     if (mc.bytes.size() != m_member_counters.size() * sizeof(MemberCounters))
       throw InputError(source, 0, 0, "bad member_counters section");
     std::memcpy(static_cast<void*>(m_member_counters.data()), mc.bytes.data(), mc.bytes.size());
+    // The settings a schedule changed (checkpoints from before schedules have none): the
+    // others stand as given.
+    for (const io::Section& section : sections) {
+      if (section.name != "member_settings")
+        continue;
+      const nlohmann::json saved = nlohmann::json::parse(section.bytes, nullptr, false);
+      if (!saved.is_object())
+        throw InputError(source, 0, 0, "bad member_settings section");
+      for (const auto& item : saved.items()) {
+        const std::size_t m = std::stoul(item.key());
+        if (m >= members.size())
+          throw InputError(source, 0, 0, "bad member_settings section");
+        TrainConfig member = members[m];
+        apply_settings(member, item.value(), source);
+        set_member(m, member);
+      }
+    }
     auto active_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_active);
     for (std::size_t m = 0; m < active.size(); ++m)
       active[m] = active_host(m);
@@ -436,6 +466,39 @@ class EngineImpl final : public DqnTrainer::Engine {
       throw InputError("unknown fault '" + kind + "' (expected batch, gradient, weight or price)");
     }
     m_faults.at(member) = kind;
+  }
+
+  void copy_members(const std::vector<std::pair<std::size_t, std::size_t>>& copies) override {
+    if (copies.empty())
+      return;
+    const MemberCopies pairs = upload_copies(m_space, copies);
+    copy_member_vectors(m_space, m_online, m_size, m_stride, pairs);
+    copy_member_vectors(m_space, m_target, m_size, m_stride, pairs);
+    copy_member_vectors(m_space, m_online_working, m_size, m_stride, pairs);
+    copy_member_vectors(m_space, m_target_working, m_size, m_stride, pairs);
+    m_adam->copy_members(m_space, pairs);
+    m_guard->copy_members(m_space, pairs);
+    compat::fence(m_space, "dqntrader::train: the copies are made before their list goes");
+  }
+
+  void set_member(std::size_t member, const TrainConfig& settings) override {
+    auto soft = [this] {
+      return std::any_of(m_settings_host.begin(), m_settings_host.end(),
+                         [](const MemberSettings& s) { return s.tau > 0.0; });
+    };
+    const bool was_soft = soft();
+    members.at(member) = settings;
+    m_rescheduled[member] = 1;
+    m_settings_host[member] = member_settings(settings, config);
+    Kokkos::deep_copy(m_space, Kokkos::subview(m_settings, member), m_settings_host[member]);
+    m_adam->set_settings(m_space, member, adam_settings(settings));
+    compat::fence(m_space, "dqntrader::train: the member's settings are uploaded");
+    // A recorded cycle holds the soft target updates only when some member makes them: it is
+    // recorded again (after a cycle of eager steps) when that changes.
+    if (soft() != was_soft) {
+      m_cycle.clear();
+      m_first_cycle = -1;
+    }
   }
 
   void stop(std::size_t member) override {
@@ -722,6 +785,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   Kokkos::View<int*, DeviceMemory> m_active;    // members that still step
   Kokkos::View<int*, DeviceMemory> m_poisoned;  // members whose rewards are NaN (a test fault)
   std::vector<std::string> m_faults;            // per member: the fault of its next step
+  std::vector<int> m_rescheduled;               // per member: set_member changed its settings
   std::size_t m_size = 0;                       // parameters of one network
   std::size_t m_stride = 0;                     // between consecutive members' vectors
   // Every member's online parameters, then every member's target.
@@ -831,6 +895,44 @@ void DqnTrainer::inject_fault(std::size_t member, const std::string& kind) {
 
 void DqnTrainer::stop(std::size_t member) {
   m_engine->stop(member);
+}
+
+void DqnTrainer::copy_members(const std::vector<std::pair<std::size_t, std::size_t>>& copies) {
+  std::vector<int> role(members(), 0);  // 1: copied to, 2: copied from
+  for (const auto& [to, from] : copies) {
+    if (to >= members() || from >= members() || to == from || role[to] != 0 || role[from] == 1)
+      throw Error("DqnTrainer::copy_members: a member copied to twice, or both to and from");
+    role[to] = 1;
+    role[from] = 2;
+  }
+  m_engine->copy_members(copies);
+}
+
+const TrainConfig& DqnTrainer::member(std::size_t m) const {
+  return m_engine->members.at(m);
+}
+
+void DqnTrainer::set_member(std::size_t m, const TrainConfig& settings) {
+  check_member(m, settings);
+  m_engine->set_member(m, settings);
+}
+
+void DqnTrainer::check_member(std::size_t m, const TrainConfig& settings) const {
+  const Engine& e = *m_engine;
+  validate(settings);
+  std::vector<TrainConfig> now = e.members;
+  if (settings.seed != now.at(m).seed)
+    throw InputError("a member's seed keys its random streams and cannot change");
+  now[m] = settings;
+  check_population(now);
+  if (settings.n_step > e.most_n_step) {
+    throw InputError("n-step " + std::to_string(settings.n_step) +
+                     " is longer than the replay's windows (" + std::to_string(e.most_n_step) +
+                     ", the population's largest when it was made)");
+  }
+  if ((settings.vaccine_interval == 0) != (e.members[m].vaccine_interval == 0) ||
+      (settings.probe_interval == 0) != (e.members[m].probe_interval == 0))
+    throw InputError("a member's vaccine and probe stay on or off");
 }
 
 double DqnTrainer::recorded_kernels_per_step() const {

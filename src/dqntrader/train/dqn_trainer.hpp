@@ -115,6 +115,22 @@ class DqnTrainer {
   /// Member m takes no more steps (early stopping, a spent fault budget): its state stays as
   /// it is, and the others go on unchanged.
   void stop(std::size_t member);
+
+  /// Population based training's exploit (sweep/schedule.hpp): for each (to, from), member
+  /// `to` takes member `from`'s online and target networks, Adam's moments and its position in
+  /// the learning-rate schedule and bias correction, and the guard's snapshot, device to
+  /// device; its replay ring, environments, random streams and fault counts stay its own. No
+  /// member is copied to twice or both copied to and from (Error otherwise).
+  void copy_members(const std::vector<std::pair<std::size_t, std::size_t>>& copies);
+  /// Member m's settings now: those given, or as set_member last changed them.
+  const TrainConfig& member(std::size_t m) const;
+  /// Changes member m's settings from its next step on; only its own settings may change
+  /// (member_setting_names(): not its seed, nor its vaccine or probe on or off, and its
+  /// n-step at most the population's largest when it was made). InputError otherwise. The
+  /// state (state()) carries the members' settings.
+  void set_member(std::size_t m, const TrainConfig& settings);
+  /// What set_member checks: InputError when member m cannot train with settings.
+  void check_member(std::size_t m, const TrainConfig& settings) const;
   /// Kernels per step in the recorded cycle (the vaccine, guard and probe work amortised over
   /// the cycle); 0 before a cycle is recorded, without graphs and on OpenMP, where nothing is
   /// recorded.

@@ -350,6 +350,19 @@ const std::vector<std::string>& member_setting_names() {
   return names;
 }
 
+nlohmann::json member_settings_json(TrainConfig config) {
+  const std::vector<std::string>& own = member_setting_names();
+  const std::vector<std::string> not_learning = {"seed", "out", "inject-fault", "patience",
+                                                 "fault-budget"};
+  nlohmann::json out = nlohmann::json::object();
+  for (const Setting& s : settings(config)) {
+    if (std::find(own.begin(), own.end(), s.name) != own.end() &&
+        std::find(not_learning.begin(), not_learning.end(), s.name) == not_learning.end())
+      out[s.name] = s.get();
+  }
+  return out;
+}
+
 const std::vector<std::string>& sweep_setting_names() {
   static const std::vector<std::string> names = {
       "data",        "val-data",    "val-fraction",  "test-data", "test-fraction",

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -114,6 +115,11 @@ std::size_t recorded_steps(const TrainConfig& config);
 /// probe on or off (an interval of 0, or the population's), early stopping (patience), the
 /// fault budget, the run directory and a test fault.
 const std::vector<std::string>& member_setting_names();
+
+/// A member's own settings of learning (member_setting_names() but its seed, run directory,
+/// test fault, patience and fault budget) as a JSON object of name -> text, as a population's
+/// state records a schedule's changes (apply_settings reads it back).
+nlohmann::json member_settings_json(TrainConfig config);
 
 /// The settings a sweep shares by all of its members (the data, the metrics' definitions and
 /// the run's mechanics); a sweep may vary every other setting, those that are not a member's

@@ -188,6 +188,16 @@ void TrainingGuard::check(const ExecSpace& space, const LearnerState<T>& state,
       });
 }
 
+void TrainingGuard::copy_members(const ExecSpace& space, const MemberCopies& copies) const {
+  for (const auto& values : {m_online, m_target, m_first, m_second})
+    copy_member_vectors(space, values, m_layout.size, m_layout.stride, copies);
+  const auto changed = m_target_changed;
+  Kokkos::parallel_for(
+      "dqntrader::train::guard_copy_flags",
+      Kokkos::RangePolicy<ExecSpace>(space, 0, copies.extent(0)),
+      KOKKOS_LAMBDA(const int c) { changed(copies(c, 0)) = changed(copies(c, 1)); });
+}
+
 void TrainingGuard::save(std::vector<io::Section>& out) const {
   io::save(out, "guard_online", m_online);
   io::save(out, "guard_target", m_target);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/gemm.hpp"
+#include "dqntrader/core/member_copy.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/nn/adam.hpp"
@@ -59,6 +60,10 @@ class TrainingGuard {
   /// snapshot), 0 when it is the snapshot's. Whatever writes a member's target sets its flag;
   /// a check skips (neither checks nor copies) the targets whose flag is 0, and clears it.
   Kokkos::View<int*, DeviceMemory> target_changed() const { return m_target_changed; }
+
+  /// Each copy's member `to` takes member `from`'s snapshot (and whether its target has
+  /// changed since); its counters stay its own.
+  void copy_members(const ExecSpace& space, const MemberCopies& copies) const;
 
   /// The snapshot and counters as checkpoint sections, and back.
   void save(std::vector<io::Section>& out) const;

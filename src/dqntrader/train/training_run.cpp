@@ -442,6 +442,163 @@ void write_final_metrics(const MemberRun& run, const std::vector<Baseline>& base
   io::write_file_atomically(run.dir + "final_metrics.json", final_metrics.dump(2) + "\n");
 }
 
+// Member m's epoch, from its report: its record (metrics.jsonl's, written later), its line
+// in the log, its best policy when the epoch improved it, and whether it stops (its fault
+// budget spent, or no better Sharpe for `patience` epochs).
+nlohmann::json end_epoch(MemberRun& run, const EpochReport& r, DqnTrainer& trainer, std::size_t m,
+                         const std::string& checkpoints, std::size_t epochs,
+                         std::uint64_t fingerprint, std::ostream& log) {
+  const bool improved = r.validation_sharpe > run.result.best_sharpe || run.best_parameters.empty();
+  nlohmann::json record;
+  record["epoch"] = r.epoch;
+  record["steps"] = r.steps;
+  record["learning_steps"] = r.learning_steps;
+  record["loss"] = io::json_number(r.loss);
+  record["mean_q"] = io::json_number(r.mean_q);
+  record["epsilon"] = r.epsilon;
+  record["learning_rate"] = r.learning_rate;
+  record["skipped_steps"] = r.skipped;
+  record["guard_restores"] = r.restores;
+  record["consecutive_faults"] = r.consecutive_faults;
+  record["validation"] = io::to_json(r.validation.front());
+  record["validation_sharpe"] = io::json_number(r.validation_sharpe);
+  if (r.validation.size() > 1) {
+    nlohmann::json windows = nlohmann::json::array();
+    for (const auto& v : r.validation)
+      windows.push_back(io::to_json(v));
+    record["validation_windows"] = windows;
+  }
+  nlohmann::json probe = nlohmann::json::object();
+  for (const auto& [group, value] : r.probe)
+    probe[group] = io::json_number(value);
+  record["probe"] = probe;
+  record["best"] = improved;
+
+  const eval::WindowMetrics& v = r.validation.front();
+  log << "epoch " << r.epoch << "/" << epochs << "  loss " << io::format_fixed(r.loss, 5)
+      << "  mean Q " << io::format_fixed(r.mean_q, 4) << "  eps " << io::format_fixed(r.epsilon, 3)
+      << "  skipped " << r.skipped << "  restores " << r.restores << "  val sharpe "
+      << io::format_fixed(r.validation_sharpe, 3) << "  return "
+      << io::format_percent(v.total_return) << "  drawdown " << io::format_percent(v.max_drawdown)
+      << "  time " << io::format_fixed(r.train_seconds, 2) << "s train + "
+      << io::format_fixed(r.validation_seconds, 2) << "s val" << (improved ? "  *best" : "")
+      << "\n";
+
+  if (r.consecutive_faults >= static_cast<std::int64_t>(run.config.fault_budget)) {
+    const std::vector<std::string> kept = checkpoint_paths(checkpoints);
+    nlohmann::json report = {{"epoch", r.epoch},
+                             {"steps", r.steps},
+                             {"consecutive_faults", r.consecutive_faults},
+                             {"fault_budget", run.config.fault_budget},
+                             {"skipped_steps_this_epoch", r.skipped},
+                             {"guard_restores_this_epoch", r.restores},
+                             {"loss", io::json_number(r.loss)},
+                             {"last_good_checkpoint", kept.empty() ? "" : kept.front()}};
+    io::write_file_atomically(run.dir + "fault_report.json", report.dump(2) + "\n");
+    run.result.failed = true;
+    run.result.failure = "training stopped: " + std::to_string(r.consecutive_faults) +
+                         " consecutive faulty steps (non-finite gradients skipped or guard "
+                         "restores) reached the budget of " +
+                         std::to_string(run.config.fault_budget) + "; see " + run.dir +
+                         "fault_report.json";
+    run.done = true;
+    trainer.stop(m);
+    return record;
+  }
+
+  run.result.epochs = r.epoch;
+  run.result.last_sharpe = r.validation_sharpe;
+  if (improved) {
+    run.result.best_sharpe = r.validation_sharpe;
+    run.result.best_epoch = r.epoch;
+    run.result.best = v;
+    run.best_parameters = trainer.parameters(m);
+    write_best(run, trainer, fingerprint);
+    run.since_best = 0;
+  } else {
+    ++run.since_best;
+  }
+  if (!improved && run.config.patience > 0 && run.since_best >= run.config.patience) {
+    log << "stopping early: no better validation Sharpe for " << run.config.patience << " epochs\n";
+    run.result.stopped_early = true;
+    run.done = true;
+    trainer.stop(m);
+  }
+  return record;
+}
+
+// The population's schedule after the epoch: what it did goes into the members' records; a
+// member it stops stops early.
+void apply_schedule(const PopulationOptions& options, std::size_t epoch,
+                    const std::vector<EpochReport>& reports, DqnTrainer& trainer,
+                    std::vector<MemberRun>& runs, std::vector<nlohmann::json>& records) {
+  const std::size_t k = runs.size();
+  std::vector<double> sharpes(k);
+  std::vector<bool> running(k);
+  for (std::size_t m = 0; m < k; ++m) {
+    sharpes[m] = reports[m].validation_sharpe;
+    running[m] = !runs[m].done;
+  }
+  const std::vector<ScheduleStep> steps = options.schedule(epoch, sharpes, running, trainer);
+  for (std::size_t m = 0; m < k && m < steps.size(); ++m) {
+    if (!steps[m].record.is_null() && !records[m].is_null())
+      records[m]["schedule"] = steps[m].record;
+    if (steps[m].stop && !runs[m].done) {
+      runs[m].result.stopped_early = true;
+      runs[m].done = true;
+      trainer.stop(m);
+    }
+  }
+}
+
+// The epoch's lines of metrics.jsonl and timings.jsonl.
+void write_records(MemberRun& run, const nlohmann::json& record, const EpochReport& r) {
+  const std::string line = record.dump();
+  append_line(run.dir + "metrics.jsonl", line);
+  run.metrics_text += line + "\n";
+  const std::string timing = nlohmann::json{
+      {"epoch", r.epoch},
+      {"train_seconds", r.train_seconds},
+      {"validation_seconds",
+       r.validation_seconds}}.dump();
+  append_line(run.dir + "timings.jsonl", timing);
+  run.timings_text += timing + "\n";
+}
+
+// checkpoint-<epoch>.dqnckpt: the population's state, each member's and its records so far;
+// the newest `keep` are kept.
+void write_checkpoint(const std::string& directory, std::size_t epoch, std::size_t keep,
+                      const DqnTrainer& trainer, const std::vector<MemberRun>& runs,
+                      std::uint64_t fingerprint) {
+  const std::size_t k = runs.size();
+  std::vector<io::Section> sections = trainer.state();
+  sections.push_back(pod("members", static_cast<std::uint64_t>(k)));
+  sections.push_back(pod("epoch", static_cast<std::int64_t>(epoch)));
+  sections.push_back(pod("data_fingerprint", fingerprint));
+  for (std::size_t m = 0; m < k; ++m) {
+    const MemberRun& run = runs[m];
+    sections.push_back({member_section("settings", m), identity(run.config).dump()});
+    sections.push_back(
+        pod(member_section("run", m),
+            MemberState{run.result.best_sharpe, run.result.last_sharpe,
+                        static_cast<std::int64_t>(run.result.best_epoch),
+                        static_cast<std::int64_t>(run.since_best),
+                        static_cast<std::int64_t>(run.result.epochs), run.done ? 1 : 0,
+                        run.result.failed ? 1 : 0, run.result.stopped_early ? 1 : 0}));
+    sections.push_back({member_section("best_parameters", m),
+                        std::string(reinterpret_cast<const char*>(run.best_parameters.data()),
+                                    run.best_parameters.size() * sizeof(float))});
+    sections.push_back(pod(member_section("best_metrics", m), run.result.best));
+    sections.push_back({member_section("metrics.jsonl", m), run.metrics_text});
+    sections.push_back({member_section("timings.jsonl", m), run.timings_text});
+  }
+  io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt", sections);
+  const std::vector<std::string> kept = checkpoint_paths(directory);
+  std::error_code error;
+  for (std::size_t i = keep; i < kept.size(); ++i)
+    std::filesystem::remove(kept[i], error);
+}
+
 }  // namespace
 
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
@@ -630,99 +787,19 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
                   "] training and validating...");
     const std::vector<EpochReport> reports = trainer.run_epoch();
     progress.clear();
+    // Each running member's record of the epoch (null for the members that had stopped).
+    std::vector<nlohmann::json> records(k);
     for (std::size_t m = 0; m < k; ++m) {
-      MemberRun& run = runs[m];
-      if (run.done)
-        continue;
-      const EpochReport& r = reports[m];
-      const bool improved =
-          r.validation_sharpe > run.result.best_sharpe || run.best_parameters.empty();
-      nlohmann::json record;
-      record["epoch"] = r.epoch;
-      record["steps"] = r.steps;
-      record["learning_steps"] = r.learning_steps;
-      record["loss"] = io::json_number(r.loss);
-      record["mean_q"] = io::json_number(r.mean_q);
-      record["epsilon"] = r.epsilon;
-      record["learning_rate"] = r.learning_rate;
-      record["skipped_steps"] = r.skipped;
-      record["guard_restores"] = r.restores;
-      record["consecutive_faults"] = r.consecutive_faults;
-      record["validation"] = io::to_json(r.validation.front());
-      record["validation_sharpe"] = io::json_number(r.validation_sharpe);
-      if (r.validation.size() > 1) {
-        nlohmann::json windows = nlohmann::json::array();
-        for (const auto& v : r.validation)
-          windows.push_back(io::to_json(v));
-        record["validation_windows"] = windows;
+      if (!runs[m].done) {
+        records[m] = end_epoch(runs[m], reports[m], trainer, m, options.checkpoints,
+                               population.epochs, data_fingerprint, log);
       }
-      nlohmann::json probe = nlohmann::json::object();
-      for (const auto& [group, value] : r.probe)
-        probe[group] = io::json_number(value);
-      record["probe"] = probe;
-      record["best"] = improved;
-      const std::string line = record.dump();
-      append_line(run.dir + "metrics.jsonl", line);
-      run.metrics_text += line + "\n";
-      const std::string timing = nlohmann::json{
-          {"epoch", r.epoch},
-          {"train_seconds", r.train_seconds},
-          {"validation_seconds",
-           r.validation_seconds}}.dump();
-      append_line(run.dir + "timings.jsonl", timing);
-      run.timings_text += timing + "\n";
-
-      const eval::WindowMetrics& v = r.validation.front();
-      log << "epoch " << r.epoch << "/" << population.epochs << "  loss "
-          << io::format_fixed(r.loss, 5) << "  mean Q " << io::format_fixed(r.mean_q, 4) << "  eps "
-          << io::format_fixed(r.epsilon, 3) << "  skipped " << r.skipped << "  restores "
-          << r.restores << "  val sharpe " << io::format_fixed(r.validation_sharpe, 3)
-          << "  return " << io::format_percent(v.total_return) << "  drawdown "
-          << io::format_percent(v.max_drawdown) << "  time " << io::format_fixed(r.train_seconds, 2)
-          << "s train + " << io::format_fixed(r.validation_seconds, 2) << "s val"
-          << (improved ? "  *best" : "") << "\n";
-
-      if (r.consecutive_faults >= static_cast<std::int64_t>(run.config.fault_budget)) {
-        const std::vector<std::string> kept = checkpoint_paths(options.checkpoints);
-        nlohmann::json report = {{"epoch", r.epoch},
-                                 {"steps", r.steps},
-                                 {"consecutive_faults", r.consecutive_faults},
-                                 {"fault_budget", run.config.fault_budget},
-                                 {"skipped_steps_this_epoch", r.skipped},
-                                 {"guard_restores_this_epoch", r.restores},
-                                 {"loss", io::json_number(r.loss)},
-                                 {"last_good_checkpoint", kept.empty() ? "" : kept.front()}};
-        io::write_file_atomically(run.dir + "fault_report.json", report.dump(2) + "\n");
-        run.result.failed = true;
-        run.result.failure = "training stopped: " + std::to_string(r.consecutive_faults) +
-                             " consecutive faulty steps (non-finite gradients skipped or guard "
-                             "restores) reached the budget of " +
-                             std::to_string(run.config.fault_budget) + "; see " + run.dir +
-                             "fault_report.json";
-        run.done = true;
-        trainer.stop(m);
-        continue;
-      }
-
-      run.result.epochs = epoch;
-      run.result.last_sharpe = r.validation_sharpe;
-      if (improved) {
-        run.result.best_sharpe = r.validation_sharpe;
-        run.result.best_epoch = epoch;
-        run.result.best = v;
-        run.best_parameters = trainer.parameters(m);
-        write_best(run, trainer, data_fingerprint);
-        run.since_best = 0;
-      } else {
-        ++run.since_best;
-      }
-      if (!improved && run.config.patience > 0 && run.since_best >= run.config.patience) {
-        log << "stopping early: no better validation Sharpe for " << run.config.patience
-            << " epochs\n";
-        run.result.stopped_early = true;
-        run.done = true;
-        trainer.stop(m);
-      }
+    }
+    if (options.schedule)
+      apply_schedule(options, epoch, reports, trainer, runs, records);
+    for (std::size_t m = 0; m < k; ++m) {
+      if (!records[m].is_null())
+        write_records(runs[m], records[m], reports[m]);
     }
     if (options.on_epoch)
       options.on_epoch(epoch, population.epochs);
@@ -730,32 +807,8 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     // when every member failed.
     if (std::all_of(runs.begin(), runs.end(), [](const MemberRun& r) { return r.result.failed; }))
       break;
-    std::vector<io::Section> sections = trainer.state();
-    sections.push_back(pod("members", static_cast<std::uint64_t>(k)));
-    sections.push_back(pod("epoch", static_cast<std::int64_t>(epoch)));
-    sections.push_back(pod("data_fingerprint", data_fingerprint));
-    for (std::size_t m = 0; m < k; ++m) {
-      const MemberRun& run = runs[m];
-      sections.push_back({member_section("settings", m), identity(run.config).dump()});
-      sections.push_back(
-          pod(member_section("run", m),
-              MemberState{run.result.best_sharpe, run.result.last_sharpe,
-                          static_cast<std::int64_t>(run.result.best_epoch),
-                          static_cast<std::int64_t>(run.since_best),
-                          static_cast<std::int64_t>(run.result.epochs), run.done ? 1 : 0,
-                          run.result.failed ? 1 : 0, run.result.stopped_early ? 1 : 0}));
-      sections.push_back({member_section("best_parameters", m),
-                          std::string(reinterpret_cast<const char*>(run.best_parameters.data()),
-                                      run.best_parameters.size() * sizeof(float))});
-      sections.push_back(pod(member_section("best_metrics", m), run.result.best));
-      sections.push_back({member_section("metrics.jsonl", m), run.metrics_text});
-      sections.push_back({member_section("timings.jsonl", m), run.timings_text});
-    }
-    io::write_sections(options.checkpoints + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt",
-                       sections);
-    const std::vector<std::string> kept = checkpoint_paths(options.checkpoints);
-    for (std::size_t i = population.checkpoints; i < kept.size(); ++i)
-      std::filesystem::remove(kept[i], error);
+    write_checkpoint(options.checkpoints, epoch, population.checkpoints, trainer, runs,
+                     data_fingerprint);
     // Members that stopped early close their run now (they take no more steps).
     for (std::size_t m = 0; m < k; ++m) {
       if (runs[m].done && !runs[m].result.failed && !runs[m].finished)
@@ -774,6 +827,11 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
       const nlohmann::json record = nlohmann::json::parse(line);
       learned = learned || !record["loss"].is_null();
       learning_steps = record["learning_steps"].get<std::int64_t>();
+      if (record.contains("schedule")) {
+        nlohmann::json step = record["schedule"];
+        step["epoch"] = record["epoch"];
+        run.result.schedule.push_back(step);
+      }
     }
     if (!learned && learning_steps > 0) {
       run.result.failed = true;

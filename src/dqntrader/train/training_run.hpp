@@ -65,6 +65,9 @@ struct RunResult {
   std::string failure;              // what stopped it
   std::vector<Baseline> baselines;  // buy-and-hold, flat and, with ofi, sign-of-ofi
   std::optional<TestResult> test;   // none without a test window, or when the member failed
+  // What its population's schedule did to it: the "schedule" entries of its metrics.jsonl,
+  // each with its "epoch" (empty without a schedule).
+  nlohmann::json schedule = nlohmann::json::array();
 };
 
 struct ResumeOptions {
@@ -116,10 +119,25 @@ nlohmann::json baselines_json(const std::vector<Baseline>& baselines);
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
                        const ResumeOptions& resume = {});
 
+/// What a population's schedule did to one member after an epoch.
+struct ScheduleStep {
+  nlohmann::json record;  // goes into its metrics.jsonl record of the epoch as "schedule"
+  bool stop = false;      // it takes no more steps (stopped early)
+};
+
+class DqnTrainer;
+
 struct PopulationOptions {
   std::string checkpoints;  // the directory of the population's checkpoints
   // Called after each epoch with it and the epochs to run (progress of a sweep).
   std::function<void(std::size_t epoch, std::size_t epochs)> on_epoch;
+  // The population's schedule (sweep/schedule.hpp), after each epoch's results and before its
+  // records and checkpoint: given the epoch, each member's validation Sharpe of it and whether
+  // it still trains, it may change the members through the trainer and says what it did to
+  // each (none: nothing happens between epochs).
+  std::function<std::vector<ScheduleStep>(std::size_t epoch, const std::vector<double>& sharpes,
+                                          const std::vector<bool>& running, DqnTrainer& trainer)>
+      schedule;
 };
 
 /// Trains members (check_population() must accept them) as one population, each in its run
