@@ -110,11 +110,12 @@ class Schedule : public ::testing::Test {
 // snapshot equal member 0's bitwise, Adam's position in the schedule and bias correction too
 // (its counts of skipped steps stay its own); its replay ring, environments and every other
 // member are untouched. Then set_member gives it member 0's settings of learning.
-TEST_F(Schedule, AnExploitCopiesExactlyTheLearnerAndNothingElse) {
+// Three small members that differ in their settings of learning.
+std::vector<train::TrainConfig> three_members(const std::string& data) {
   std::vector<train::TrainConfig> members(3);
   for (std::size_t m = 0; m < members.size(); ++m) {
     train::TrainConfig& c = members[m];
-    c.data = path("bars.dqnbars");
+    c.data = data;
     c.hidden = {16, 16};
     c.steps_per_epoch = 40;
     c.learning_starts = 256;
@@ -127,6 +128,11 @@ TEST_F(Schedule, AnExploitCopiesExactlyTheLearnerAndNothingElse) {
     c.learning_rate = 1e-4 * static_cast<double>(m + 1);
     c.gamma = 0.8 + 0.05 * static_cast<double>(m);
   }
+  return members;
+}
+
+TEST_F(Schedule, AnExploitCopiesExactlyTheLearnerAndNothingElse) {
+  const std::vector<train::TrainConfig> members = three_members(path("bars.dqnbars"));
   const train::RunData data = train::load_run_data(members[0]);
   train::DqnTrainer trainer(m_stream.space(), members, data.bars);
   trainer.run_epoch();
@@ -183,6 +189,51 @@ TEST_F(Schedule, AnExploitCopiesExactlyTheLearnerAndNothingElse) {
   EXPECT_THROW(trainer.set_member(1, longer), InputError);
   EXPECT_THROW(trainer.copy_members({{1, 0}, {0, 2}}), Error);
 }
+
+// --- freeing stopped members' slots ----------------------------------------------------------
+
+#if defined(DQNTRADER_BACKEND_OPENMP)
+
+// Member 1 stops after an epoch and its slot is freed: the population holds two slots, member
+// 1 has no parameters and a NaN report, and members 0 and 2 go on bitwise as in a population
+// that kept the slot; the compacted state, restored into a new trainer, goes on the same.
+TEST_F(Schedule, AStoppedMembersSlotIsFreedAndTheOthersGoOnAsTheyWould) {
+  const std::vector<train::TrainConfig> members = three_members(path("bars.dqnbars"));
+  const train::RunData data = train::load_run_data(members[0]);
+  train::DqnTrainer kept(m_stream.space(), members, data.bars);
+  train::DqnTrainer freed(m_stream.space(), members, data.bars);
+  for (train::DqnTrainer* t : {&kept, &freed}) {
+    t->run_epoch();
+    t->stop(1);
+  }
+  freed.compact();
+  EXPECT_EQ(freed.slots(), 2u);
+  EXPECT_EQ(kept.slots(), 3u);
+  EXPECT_THROW(freed.parameters(1), Error);
+  const std::vector<io::Section> saved = freed.state();
+  std::vector<train::EpochReport> a, b;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    a = kept.run_epoch();
+    b = freed.run_epoch();
+  }
+  EXPECT_TRUE(std::isnan(b[1].validation_sharpe));
+  for (const std::size_t m : {0u, 2u}) {
+    EXPECT_EQ(b[m].validation_sharpe, a[m].validation_sharpe) << m;
+    EXPECT_EQ(b[m].loss, a[m].loss) << m;
+    EXPECT_EQ(freed.parameters(m), kept.parameters(m)) << m;
+  }
+  train::DqnTrainer resumed(m_stream.space(), members, data.bars);
+  resumed.restore(saved, "the compacted state");
+  EXPECT_EQ(resumed.slots(), 2u);
+  std::vector<train::EpochReport> c;
+  for (int epoch = 0; epoch < 2; ++epoch)
+    c = resumed.run_epoch();
+  for (const std::size_t m : {0u, 2u})
+    EXPECT_EQ(resumed.parameters(m), freed.parameters(m)) << m;
+  EXPECT_EQ(c[2].validation_sharpe, b[2].validation_sharpe);
+}
+
+#endif
 
 // --- PBT against a reference -------------------------------------------------------------------
 

@@ -6,7 +6,8 @@
 # first six). Logs go to $OUT (with --kokkos 4.6.01 under $OUT/kokkos-4.6.01/).
 #   scripts/device/cuda-suite.sh [--kokkos 4.6.01] [test] [gemm] [eval] [eval-peer] [train]
 #                                [train-peer] [pop] [pop-peer] [defaults] [sanitizer] [racecheck]
-#                                [profile] [pop-profile] [detail] [compare] [selection] [mpi]
+#                                [profile] [pop-profile] [detail] [compare] [selection]
+#                                [schedule] [mpi]
 # With mpi the build has DQNTRADER_ENABLE_MPI (the test step then runs the MPI sweep test too).
 set -uo pipefail
 kokkos=3.4.01
@@ -228,6 +229,17 @@ if want selection; then
     python3 bench/selection_summary.py "$runs/luck-$signal" --signal "$signal" --begin "$begin" \
       --log "$out/selection-$signal.log" | tee -a "$out/selection.jsonl"
   done
+fi
+if want schedule; then
+  # Schedules at equal budget on the built-in market (500,000 bars, the last 100,000 the test
+  # window): the grid of 32 members, PBT on the same 32, successive halving from 64 (every 2
+  # epochs); 8 epochs of the train defaults (schedule.jsonl, schedule.md).
+  dqn=$build/dqntrader
+  "$dqn" synth --bars 500000 --seed 1 --out "$runs/schedule-market.dqnbars" >/dev/null
+  timeout 420 python3 bench/schedule_study.py --dqntrader "$dqn" \
+    --data "$runs/schedule-market.dqnbars" --work "$runs/schedules" --epochs 8 \
+    >"$out/schedule.md" 2>"$out/schedule.err" || { echo "schedule: the study failed"; status=1; }
+  cat "$out/schedule.md" "$out/schedule.err"
 fi
 if want mpi; then
   # One sweep (16 members of the train defaults' network in populations of 4, 2 epochs of

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/random.hpp"
-#include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::sweep {
 
@@ -119,12 +119,17 @@ std::vector<std::size_t> ranking(const std::vector<double>& scores,
 
 namespace {
 
-std::string value_of(train::TrainConfig config, const std::string& name) {
+// The values of the axes' settings in config, by name.
+std::map<std::string, std::string> values_of(train::TrainConfig config,
+                                             const std::vector<const Axis*>& axes) {
+  std::map<std::string, std::string> out;
   for (const train::Setting& s : train::settings(config)) {
-    if (s.name == name)
-      return s.get();
+    for (const Axis* axis : axes) {
+      if (axis->setting == s.name)
+        out[s.name] = s.get();
+    }
   }
-  throw InputError("unknown setting '" + name + "'");
+  return out;
 }
 
 bool same_value(const std::string& a, const std::string& b) {
@@ -186,30 +191,38 @@ Decision decide(const ScheduleSettings& s, const SearchSpace& space, std::size_t
   for (const std::size_t to : bottom) {
     const std::size_t from = top[rng.below(q)];
     // Its own seed, directory, patience and fault budget, the top member's settings of
-    // learning.
-    train::TrainConfig config = now[to];
-    train::apply_settings(config, train::member_settings_json(now[from]), "a PBT copy");
-    nlohmann::json values = nlohmann::json::object();
+    // learning; then every axis's new value, drawn in the axes' order.
+    train::TrainConfig config = train::with_learning_settings(now[to], now[from]);
+    const std::map<std::string, std::string> before = values_of(config, axes);
+    Combination change;
     for (const Axis* axis : axes) {
-      const std::string before = value_of(config, axis->setting);
       std::string value;
       if (rng.uniform() < s.resample) {
         value = draw(*axis, rng);
       } else {
         const bool up = rng.uniform() >= 0.5;
-        value = perturbed(*axis, before, up, up ? s.perturb_up : s.perturb_down);
+        value = perturbed(*axis, before.at(axis->setting), up, up ? s.perturb_up : s.perturb_down);
       }
-      try {
-        const train::TrainConfig candidate =
-            apply(config, Combination{{{axis->setting, value}}}, config.seed);
-        check(to, candidate);
-        config = candidate;
-      } catch (const InputError&) {
-        continue;  // a value the member cannot train with: not made
+      change.values.push_back({axis->setting, value});
+    }
+    try {
+      const train::TrainConfig candidate = apply(config, change, config.seed);
+      check(to, candidate);
+      config = candidate;
+    } catch (const InputError&) {
+      // One at a time, in the axes' order: a value the member cannot train with is not made.
+      for (const auto& one : change.values) {
+        try {
+          const train::TrainConfig candidate = apply(config, Combination{{one}}, config.seed);
+          check(to, candidate);
+          config = candidate;
+        } catch (const InputError&) {
+        }
       }
     }
-    for (const Axis* axis : axes)
-      values[axis->setting] = value_of(config, axis->setting);
+    nlohmann::json values = nlohmann::json::object();
+    for (const auto& [name, value] : values_of(config, axes))
+      values[name] = value;
     d.copies.push_back({to, from});
     d.settings.push_back(config);
     d.values.push_back(values);

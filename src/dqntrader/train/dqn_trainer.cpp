@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -159,6 +160,8 @@ class DqnTrainer::Engine {
   std::vector<eval::BarRange> windows;  // walk-forward validation windows
   std::vector<int> active;              // host copy: members that still step
   int most_n_step = 1;                  // what the replay's windows are sized for
+  // population_settings() of the members: what set_member may not change.
+  std::vector<std::pair<std::string, std::string>> shared;
 };
 
 namespace {
@@ -166,11 +169,14 @@ namespace {
 template <class T>
 class EngineImpl final : public DqnTrainer::Engine {
  public:
+  // loop: the population's loop (population_config of every member it was made with);
+  // n_step_windows: the n-step the replay's windows are sized for (their largest).
   EngineImpl(const ExecSpace& space, const std::vector<TrainConfig>& member_configs,
-             const data::Bars& bars, const data::Bars* validation, const data::FeatureSpec& spec)
+             const TrainConfig& loop, int n_step_windows, const data::Bars& bars,
+             const data::Bars* validation, const data::FeatureSpec& spec)
       : m_space(space), m_train_features(space, bars, spec) {
     members = member_configs;
-    config = population_config(member_configs);
+    config = loop;
     const TrainConfig& c = config;
     const std::size_t k = members.size();
     feature_spec = spec;
@@ -203,7 +209,8 @@ class EngineImpl final : public DqnTrainer::Engine {
       adam.push_back(adam_settings(m));
       seeds.push_back(m.seed);
     }
-    most_n_step = largest_n_step(members);
+    most_n_step = n_step_windows;
+    shared = population_settings(members.front());
     m_settings_host = settings;
     m_settings = upload(space, settings, "dqntrader::train::member_settings");
     active.assign(k, 1);
@@ -842,8 +849,61 @@ RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t val
   return w;
 }
 
+namespace {
+
+// Parameter-like sections: every member's vector a stride apart (the online networks' section
+// holds K whole strides; the others end with the last member's values).
+bool strided_section(const std::string& name) {
+  for (const char* strided : {"online", "target", "adam_m", "adam_v", "guard_online",
+                              "guard_target", "guard_m", "guard_v"}) {
+    if (name == strided)
+      return true;
+  }
+  return false;
+}
+
+// A population's state (Engine::state(), k members) reduced to the members keep (positions in
+// it, ascending), laid out as a population of those members holds it.
+std::vector<io::Section> select_members(const std::vector<io::Section>& sections,
+                                        const std::vector<std::size_t>& keep, std::size_t k) {
+  const std::size_t stride = io::find_section(sections, "online", "a population").bytes.size() / k;
+  std::vector<io::Section> out;
+  for (const io::Section& s : sections) {
+    io::Section kept{s.name, std::string()};
+    if (s.name == "host_counters") {
+      kept.bytes = s.bytes;
+    } else if (s.name == "member_settings") {
+      const nlohmann::json all = nlohmann::json::parse(s.bytes);
+      nlohmann::json selected = nlohmann::json::object();
+      for (std::size_t i = 0; i < keep.size(); ++i) {
+        if (all.contains(std::to_string(keep[i])))
+          selected[std::to_string(i)] = all[std::to_string(keep[i])];
+      }
+      kept.bytes = selected.dump();
+    } else if (strided_section(s.name)) {
+      const std::size_t block = s.bytes.size() - (k - 1) * stride;
+      for (std::size_t i = 0; i < keep.size(); ++i) {
+        kept.bytes += s.bytes.substr(keep[i] * stride, block);
+        if (i + 1 < keep.size())
+          kept.bytes.append(stride - block, '\0');  // the padding between members
+      }
+    } else {
+      if (s.bytes.size() % k != 0)
+        throw Error("select_members: section " + s.name + " is not a member's block each");
+      const std::size_t block = s.bytes.size() / k;
+      for (const std::size_t m : keep)
+        kept.bytes += s.bytes.substr(m * block, block);
+    }
+    out.push_back(std::move(kept));
+  }
+  return out;
+}
+
+}  // namespace
+
 DqnTrainer::DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& members,
-                       const data::Bars& bars, const data::Bars* validation) {
+                       const data::Bars& bars, const data::Bars* validation)
+    : m_space(space), m_bars(&bars), m_validation(validation), m_members(members) {
   for (const TrainConfig& c : members)
     train::validate(c);
   check_population(members);
@@ -852,16 +912,16 @@ DqnTrainer::DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& m
   features.return_window = config.return_window;
   features.volatility_window = config.volatility_window;
   features.ofi_window = config.ofi_window;
-  const data::FeatureSpec spec = data::resolve_features(features, bars);
-  data::check_features_available(spec, bars,
+  m_spec = data::resolve_features(features, bars);
+  data::check_features_available(m_spec, bars,
                                  3 * static_cast<std::size_t>(largest_n_step(members)) + 8);
   if (validation != nullptr)
-    data::check_features_available(spec, *validation, 2 * config.val_windows + 1);
-  if (config.precision == Precision::bf16) {
-    m_engine = std::make_unique<EngineImpl<bf16>>(space, members, bars, validation, spec);
-  } else {
-    m_engine = std::make_unique<EngineImpl<float>>(space, members, bars, validation, spec);
-  }
+    data::check_features_available(m_spec, *validation, 2 * config.val_windows + 1);
+  m_loop = population_config(members);
+  m_n_step_windows = largest_n_step(members);
+  for (std::size_t m = 0; m < members.size(); ++m)
+    m_slots.push_back(m);
+  m_engine = make_engine(m_slots);
 }
 
 DqnTrainer::DqnTrainer(const ExecSpace& space, const TrainConfig& config, const data::Bars& bars,
@@ -870,69 +930,166 @@ DqnTrainer::DqnTrainer(const ExecSpace& space, const TrainConfig& config, const 
 
 DqnTrainer::~DqnTrainer() = default;
 
+std::unique_ptr<DqnTrainer::Engine> DqnTrainer::make_engine(
+    const std::vector<std::size_t>& slots) const {
+  std::vector<TrainConfig> configs;
+  for (const std::size_t m : slots)
+    configs.push_back(m_members[m]);
+  if (m_loop.precision == Precision::bf16) {
+    return std::make_unique<EngineImpl<bf16>>(m_space, configs, m_loop, m_n_step_windows, *m_bars,
+                                              m_validation, m_spec);
+  }
+  return std::make_unique<EngineImpl<float>>(m_space, configs, m_loop, m_n_step_windows, *m_bars,
+                                             m_validation, m_spec);
+}
+
+std::size_t DqnTrainer::slot(std::size_t member) const {
+  const auto at = std::find(m_slots.begin(), m_slots.end(), member);
+  if (member >= m_members.size() || at == m_slots.end()) {
+    throw Error("DqnTrainer: member " + std::to_string(member) +
+                " has no slot (it stopped, and compact() freed it)");
+  }
+  return static_cast<std::size_t>(at - m_slots.begin());
+}
+
 std::size_t DqnTrainer::members() const {
-  return m_engine->members.size();
+  return m_members.size();
 }
 
 std::vector<EpochReport> DqnTrainer::run_epoch() {
-  return m_engine->run_epoch();
+  const std::vector<EpochReport> held = m_engine->run_epoch();
+  std::vector<EpochReport> out(m_members.size());
+  for (EpochReport& r : out) {
+    r.epoch = held.front().epoch;
+    r.validation_sharpe = r.loss = r.mean_q = std::numeric_limits<double>::quiet_NaN();
+  }
+  for (std::size_t i = 0; i < m_slots.size(); ++i)
+    out[m_slots[i]] = held[i];
+  return out;
 }
 
 std::vector<float> DqnTrainer::parameters(std::size_t member) const {
-  return m_engine->parameters(member);
+  return m_engine->parameters(slot(member));
 }
+
 std::vector<io::Section> DqnTrainer::state() const {
-  return m_engine->state();
+  std::vector<io::Section> out = m_engine->state();
+  const std::vector<std::uint64_t> slots(m_slots.begin(), m_slots.end());
+  out.push_back({"slots", std::string(reinterpret_cast<const char*>(slots.data()),
+                                      slots.size() * sizeof(std::uint64_t))});
+  return out;
 }
 
 void DqnTrainer::restore(const std::vector<io::Section>& sections, const std::string& source) {
+  // The members whose slots the state holds (a state from before compaction holds all).
+  std::vector<std::size_t> slots(m_members.size());
+  for (std::size_t m = 0; m < slots.size(); ++m)
+    slots[m] = m;
+  for (const io::Section& s : sections) {
+    if (s.name != "slots")
+      continue;
+    if (s.bytes.size() % sizeof(std::uint64_t) != 0 || s.bytes.empty())
+      throw InputError(source, 0, 0, "bad slots section");
+    std::vector<std::uint64_t> saved(s.bytes.size() / sizeof(std::uint64_t));
+    std::memcpy(saved.data(), s.bytes.data(), s.bytes.size());
+    slots.assign(saved.begin(), saved.end());
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i] >= m_members.size() || (i > 0 && slots[i] <= slots[i - 1]))
+        throw InputError(source, 0, 0, "bad slots section");
+    }
+  }
+  if (slots != m_slots) {
+    m_engine.reset();
+    m_engine = make_engine(slots);
+    m_slots = slots;
+  }
   m_engine->restore(sections, source);
+  for (std::size_t i = 0; i < m_slots.size(); ++i)
+    m_members[m_slots[i]] = m_engine->members[i];
+}
+
+void DqnTrainer::compact() {
+  std::vector<std::size_t> keep;  // positions of the slots that still step
+  for (std::size_t i = 0; i < m_slots.size(); ++i) {
+    if (m_engine->active[i] != 0)
+      keep.push_back(i);
+  }
+  if (keep.empty() || keep.size() == m_slots.size())
+    return;
+  const std::vector<io::Section> kept = select_members(m_engine->state(), keep, m_slots.size());
+  std::vector<std::size_t> slots;
+  for (const std::size_t i : keep)
+    slots.push_back(m_slots[i]);
+  m_engine.reset();  // its memory is free before the smaller population is made
+  m_engine = make_engine(slots);
+  m_slots = slots;
+  m_engine->restore(kept, "the population's compaction");
+}
+
+std::size_t DqnTrainer::slots() const {
+  return m_slots.size();
 }
 
 void DqnTrainer::inject_fault(std::size_t member, const std::string& kind) {
-  m_engine->inject_fault(member, kind);
+  m_engine->inject_fault(slot(member), kind);
 }
 
 void DqnTrainer::stop(std::size_t member) {
-  m_engine->stop(member);
+  if (std::find(m_slots.begin(), m_slots.end(), member) != m_slots.end())
+    m_engine->stop(slot(member));
 }
 
 void DqnTrainer::copy_members(const std::vector<std::pair<std::size_t, std::size_t>>& copies) {
   std::vector<int> role(members(), 0);  // 1: copied to, 2: copied from
+  std::vector<std::pair<std::size_t, std::size_t>> slots;
   for (const auto& [to, from] : copies) {
     if (to >= members() || from >= members() || to == from || role[to] != 0 || role[from] == 1)
       throw Error("DqnTrainer::copy_members: a member copied to twice, or both to and from");
     role[to] = 1;
     role[from] = 2;
+    slots.push_back({slot(to), slot(from)});
   }
-  m_engine->copy_members(copies);
+  m_engine->copy_members(slots);
 }
 
 const TrainConfig& DqnTrainer::member(std::size_t m) const {
-  return m_engine->members.at(m);
+  return m_members.at(m);
 }
 
 void DqnTrainer::set_member(std::size_t m, const TrainConfig& settings) {
   check_member(m, settings);
-  m_engine->set_member(m, settings);
+  m_engine->set_member(slot(m), settings);
+  m_members[m] = settings;
 }
 
 void DqnTrainer::check_member(std::size_t m, const TrainConfig& settings) const {
-  const Engine& e = *m_engine;
+  const TrainConfig& now = m_members.at(m);
   validate(settings);
-  std::vector<TrainConfig> now = e.members;
-  if (settings.seed != now.at(m).seed)
+  if (settings.seed != now.seed)
     throw InputError("a member's seed keys its random streams and cannot change");
-  now[m] = settings;
-  check_population(now);
-  if (settings.n_step > e.most_n_step) {
+  // What check_population requires of a member, against the member as it trains now (the
+  // population was checked when it was made).
+  const auto shared = population_settings(settings), before = m_engine->shared;
+  for (std::size_t i = 0; i < shared.size(); ++i) {
+    if (shared[i].second != before[i].second) {
+      throw InputError("setting " + shared[i].first +
+                       " fixes a population's shapes or loop and cannot change for one member");
+    }
+  }
+  if (settings.vaccine_interval != now.vaccine_interval ||
+      settings.probe_interval != now.probe_interval)
+    throw InputError("a member's vaccine and probe intervals stay as they are");
+  if (settings.n_step > m_n_step_windows) {
     throw InputError("n-step " + std::to_string(settings.n_step) +
-                     " is longer than the replay's windows (" + std::to_string(e.most_n_step) +
+                     " is longer than the replay's windows (" + std::to_string(m_n_step_windows) +
                      ", the population's largest when it was made)");
   }
-  if ((settings.vaccine_interval == 0) != (e.members[m].vaccine_interval == 0) ||
-      (settings.probe_interval == 0) != (e.members[m].probe_interval == 0))
-    throw InputError("a member's vaccine and probe stay on or off");
+  if (settings.n_step != m_n_step_windows &&
+      settings.learning_starts <=
+          static_cast<std::size_t>(m_n_step_windows - 1) * settings.environments)
+    throw InputError(
+        "setting learning-starts does not hold an n-step window of the population's "
+        "largest n-step for every environment");
 }
 
 double DqnTrainer::recorded_kernels_per_step() const {

@@ -77,8 +77,8 @@ class DqnTrainer {
  public:
   /// members: each member's settings (check_population() must accept them); bars: the
   /// training data (and, without validation, the validation tail); validation: separate
-  /// validation bars or nullptr. space should be an exec::StreamSpace's, so that validation
-  /// can run as a recorded graph on CUDA.
+  /// validation bars or nullptr; both must outlive the trainer (compact() reads them again). space
+  /// should be an exec::StreamSpace's, so that validation can run as a recorded graph on CUDA.
   DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& members,
              const data::Bars& bars, const data::Bars* validation = nullptr);
   /// One agent: a population of one.
@@ -91,7 +91,8 @@ class DqnTrainer {
   std::size_t members() const;
 
   /// steps_per_epoch steps of every active member, then validation of every member in one
-  /// pass: one report per member (a stopped member's repeats its last state).
+  /// pass: one report per member (a stopped member's repeats its last state; one that
+  /// compact() freed has validation_sharpe NaN).
   std::vector<EpochReport> run_epoch();
 
   /// Member m's online network's parameters (host copy).
@@ -113,8 +114,18 @@ class DqnTrainer {
   /// kind. The other members are not touched.
   void inject_fault(std::size_t member, const std::string& kind);
   /// Member m takes no more steps (early stopping, a spent fault budget): its state stays as
-  /// it is, and the others go on unchanged.
+  /// it is, and the others go on unchanged (nothing for a member compact() freed).
   void stop(std::size_t member);
+  /// Frees the slots of the stopped members: the population is made again of the members that
+  /// still step, their state moved into it through the host (so the two never hold device
+  /// memory together), and a stopped member's step costs nothing from then on. Members keep
+  /// their indices; a freed member has no parameters (Error) and a report of NaN. Its
+  /// bitwise effect on the others: none on OpenMP; on CUDA the batched products may choose
+  /// other algorithms for the smaller batch count (within float rounding). The state
+  /// (state()) records which members hold slots, and restore() makes the population of those.
+  void compact();
+  /// The members that hold a slot (members() until compact() frees some).
+  std::size_t slots() const;
 
   /// Population based training's exploit (sweep/schedule.hpp): for each (to, from), member
   /// `to` takes member `from`'s online and target networks, Adam's moments and its position in
@@ -154,6 +165,17 @@ class DqnTrainer {
   class Engine;
 
  private:
+  std::unique_ptr<Engine> make_engine(const std::vector<std::size_t>& slots) const;
+  std::size_t slot(std::size_t member) const;
+
+  ExecSpace m_space;
+  const data::Bars* m_bars;
+  const data::Bars* m_validation;
+  data::FeatureSpec m_spec;
+  TrainConfig m_loop;                  // the population's loop (population_config)
+  int m_n_step_windows = 1;            // the n-step the replay's windows are sized for
+  std::vector<TrainConfig> m_members;  // every member's settings now
+  std::vector<std::size_t> m_slots;    // the members the engine holds, in its order
   std::unique_ptr<Engine> m_engine;
 };
 

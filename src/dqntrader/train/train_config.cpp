@@ -350,10 +350,25 @@ const std::vector<std::string>& member_setting_names() {
   return names;
 }
 
+// A member's own settings that are not of learning: with_learning_settings keeps the same ones.
+const std::vector<std::string>& not_learning_names() {
+  static const std::vector<std::string> names = {"seed", "out", "inject-fault", "patience",
+                                                 "fault-budget"};
+  return names;
+}
+
+TrainConfig with_learning_settings(const TrainConfig& own, TrainConfig source) {
+  source.seed = own.seed;
+  source.out = own.out;
+  source.inject_fault = own.inject_fault;
+  source.patience = own.patience;
+  source.fault_budget = own.fault_budget;
+  return source;
+}
+
 nlohmann::json member_settings_json(TrainConfig config) {
   const std::vector<std::string>& own = member_setting_names();
-  const std::vector<std::string> not_learning = {"seed", "out", "inject-fault", "patience",
-                                                 "fault-budget"};
+  const std::vector<std::string>& not_learning = not_learning_names();
   nlohmann::json out = nlohmann::json::object();
   for (const Setting& s : settings(config)) {
     if (std::find(own.begin(), own.end(), s.name) != own.end() &&

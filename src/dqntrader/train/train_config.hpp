@@ -120,6 +120,9 @@ const std::vector<std::string>& member_setting_names();
 /// test fault, patience and fault budget) as a JSON object of name -> text, as a population's
 /// state records a schedule's changes (apply_settings reads it back).
 nlohmann::json member_settings_json(TrainConfig config);
+/// source's settings with own's seed, run directory, test fault, patience and fault budget:
+/// what a member of source's population becomes when it takes source's settings of learning.
+TrainConfig with_learning_settings(const TrainConfig& own, TrainConfig source);
 
 /// The settings a sweep shares by all of its members (the data, the metrics' definitions and
 /// the run's mechanics); a sweep may vary every other setting, those that are not a member's

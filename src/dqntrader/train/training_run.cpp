@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -393,6 +394,7 @@ struct MemberRun {
   std::string dir;  // with a trailing '/'
   RunResult result;
   std::vector<float> best_parameters;
+  std::vector<float> last_parameters;  // once it is closed (finished)
   std::size_t since_best = 0;
   std::string metrics_text, timings_text;
   bool done = false;       // stopped (early, or by its fault budget) or finished
@@ -419,12 +421,18 @@ void write_best(const MemberRun& run, const DqnTrainer& trainer, std::uint64_t f
   io::write_policy(run.dir + "best.dqnpolicy", best);
 }
 
-// A member that takes no more steps: last.dqnpolicy (its parameters now).
-void close_member(MemberRun& run, const DqnTrainer& trainer, std::size_t m,
-                  std::uint64_t fingerprint) {
-  io::PolicyFile last = trainer.policy(trainer.parameters(m));
+// The member's last.dqnpolicy: its last parameters.
+void write_last(const MemberRun& run, const DqnTrainer& trainer, std::uint64_t fingerprint) {
+  io::PolicyFile last = trainer.policy(run.last_parameters);
   last.info = {{"epoch", run.result.epochs}, {"data_fingerprint", fingerprint_text(fingerprint)}};
   io::write_policy(run.dir + "last.dqnpolicy", last);
+}
+
+// A member that takes no more steps: its parameters now are its last (kept, and written).
+void close_member(MemberRun& run, const DqnTrainer& trainer, std::size_t m,
+                  std::uint64_t fingerprint) {
+  run.last_parameters = trainer.parameters(m);
+  write_last(run, trainer, fingerprint);
   run.finished = true;
 }
 
@@ -551,16 +559,19 @@ void apply_schedule(const PopulationOptions& options, std::size_t epoch,
   }
 }
 
-// The epoch's lines of metrics.jsonl and timings.jsonl.
-void write_records(MemberRun& run, const nlohmann::json& record, const EpochReport& r) {
+// The epoch's lines of metrics.jsonl and timings.jsonl (with the population's schedule, the
+// seconds its decision took).
+void write_records(MemberRun& run, const nlohmann::json& record, const EpochReport& r,
+                   const std::optional<double>& schedule_seconds) {
   const std::string line = record.dump();
   append_line(run.dir + "metrics.jsonl", line);
   run.metrics_text += line + "\n";
-  const std::string timing = nlohmann::json{
-      {"epoch", r.epoch},
-      {"train_seconds", r.train_seconds},
-      {"validation_seconds",
-       r.validation_seconds}}.dump();
+  nlohmann::json times = {{"epoch", r.epoch},
+                          {"train_seconds", r.train_seconds},
+                          {"validation_seconds", r.validation_seconds}};
+  if (schedule_seconds)
+    times["schedule_seconds"] = *schedule_seconds;
+  const std::string timing = times.dump();
   append_line(run.dir + "timings.jsonl", timing);
   run.timings_text += timing + "\n";
 }
@@ -589,6 +600,11 @@ void write_checkpoint(const std::string& directory, std::size_t epoch, std::size
                         std::string(reinterpret_cast<const char*>(run.best_parameters.data()),
                                     run.best_parameters.size() * sizeof(float))});
     sections.push_back(pod(member_section("best_metrics", m), run.result.best));
+    if (run.finished) {
+      sections.push_back({member_section("last_parameters", m),
+                          std::string(reinterpret_cast<const char*>(run.last_parameters.data()),
+                                      run.last_parameters.size() * sizeof(float))});
+    }
     sections.push_back({member_section("metrics.jsonl", m), run.metrics_text});
     sections.push_back({member_section("timings.jsonl", m), run.timings_text});
   }
@@ -728,6 +744,13 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
           io::find_section(sections, member_section("metrics.jsonl", m), source).bytes;
       run.timings_text =
           io::find_section(sections, member_section("timings.jsonl", m), source).bytes;
+      for (const io::Section& last : sections) {
+        if (last.name != member_section("last_parameters", m))
+          continue;
+        run.last_parameters.resize(last.bytes.size() / sizeof(float));
+        std::memcpy(run.last_parameters.data(), last.bytes.data(), last.bytes.size());
+        run.finished = true;
+      }
     }
     first_epoch = static_cast<std::size_t>(read_pod<std::int64_t>(sections, "epoch", source)) + 1;
     log << "dqntrader train: resuming after epoch " << first_epoch - 1 << " from " << source
@@ -741,7 +764,16 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     io::write_file_atomically(run.dir + "timings.jsonl", run.timings_text);
     if (!run.best_parameters.empty())
       write_best(run, trainer, data_fingerprint);
+    if (run.finished)
+      write_last(run, trainer, data_fingerprint);
   }
+  // The members that stopped at the checkpoint's epoch close now, and the slots of every
+  // stopped member are freed, as after that epoch in a run that did not stop.
+  for (std::size_t m = 0; m < k; ++m) {
+    if (runs[m].done && !runs[m].result.failed && !runs[m].finished)
+      close_member(runs[m], trainer, m, data_fingerprint);
+  }
+  trainer.compact();
 
   const auto [train_begin, train_end] = trainer.training_window();
   const auto [val_begin, val_end] = trainer.validation_window();
@@ -795,11 +827,17 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
                                population.epochs, data_fingerprint, log);
       }
     }
-    if (options.schedule)
+    // A schedule's decision, timed (it waits for its copies and uploads to finish).
+    std::optional<double> schedule_seconds;
+    if (options.schedule) {
+      const auto start = std::chrono::steady_clock::now();
       apply_schedule(options, epoch, reports, trainer, runs, records);
+      schedule_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     for (std::size_t m = 0; m < k; ++m) {
       if (!records[m].is_null())
-        write_records(runs[m], records[m], reports[m]);
+        write_records(runs[m], records[m], reports[m], schedule_seconds);
     }
     if (options.on_epoch)
       options.on_epoch(epoch, population.epochs);
@@ -809,11 +847,13 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
       break;
     write_checkpoint(options.checkpoints, epoch, population.checkpoints, trainer, runs,
                      data_fingerprint);
-    // Members that stopped early close their run now (they take no more steps).
+    // Members that stopped early close their run now (they take no more steps), and their
+    // slots are freed: from the next epoch on they cost nothing.
     for (std::size_t m = 0; m < k; ++m) {
       if (runs[m].done && !runs[m].result.failed && !runs[m].finished)
         close_member(runs[m], trainer, m, data_fingerprint);
     }
+    trainer.compact();
   }
   // A member that took gradient steps and never a finite one (every step skipped: its
   // learning rate or rewards overflow) learned nothing: it failed, it did not finish.
@@ -854,7 +894,7 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   if (test_features && !survivors.empty()) {
     std::vector<float> rows;
     for (const std::size_t m : survivors) {
-      const std::vector<float> last = trainer.parameters(m);
+      const std::vector<float>& last = runs[m].last_parameters;
       rows.insert(rows.end(), runs[m].best_parameters.begin(), runs[m].best_parameters.end());
       rows.insert(rows.end(), last.begin(), last.end());
     }
