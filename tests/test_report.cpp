@@ -112,11 +112,16 @@ TEST(ChartTicks, AreRoundStepsCoveringTheRange) {
     const std::vector<double> ticks = report::nice_ticks(lo, hi, 5);
     ASSERT_GE(ticks.size(), 2u) << lo << " .. " << hi;
     EXPECT_LE(ticks.size(), 11u);
-    const double step = ticks[1] - ticks[0];
-    const double mantissa = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+    // The step as the ticks show it (their difference, which carries the rounding of their
+    // magnitude: far from zero, a narrow range's ticks are many steps from it), then the round
+    // step it must be.
+    const double shown = ticks[1] - ticks[0];
+    const double power = std::pow(10.0, std::floor(std::log10(shown) + 1e-9));
+    const double mantissa = shown / power;
     EXPECT_TRUE(std::fabs(mantissa - 1) < 1e-6 || std::fabs(mantissa - 2) < 1e-6 ||
                 std::fabs(mantissa - 5) < 1e-6)
-        << "step " << step;
+        << "step " << shown;
+    const double step = std::round(mantissa) * power;
     for (double t : ticks) {
       EXPECT_GE(t, lo - 1e-9 * step);
       EXPECT_LE(t, hi + 1e-9 * step);

@@ -22,10 +22,15 @@ float Adam::learning_rate(std::size_t member, std::int64_t calls) const {
   return scheduled_rate(s.schedule, s.learning_rate, s.final_fraction, calls, s.schedule_steps);
 }
 
-void Adam::set_settings(const ExecSpace& space, std::size_t member, const AdamSettings& settings) {
+void Adam::set_settings(std::size_t member, const AdamSettings& settings) {
   m_settings.at(member) = settings;
-  Kokkos::deep_copy(space, Kokkos::subview(m_device_settings, member), settings);
-  compat::fence(space, "dqntrader::nn::Adam: the settings are uploaded before they go");
+}
+
+void Adam::upload_settings(const ExecSpace& space) const {
+  Kokkos::deep_copy(
+      space, m_device_settings,
+      Kokkos::View<const AdamSettings*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          m_settings.data(), m_settings.size()));
 }
 
 void Adam::copy_members(const ExecSpace& space, const MemberCopies& copies) const {

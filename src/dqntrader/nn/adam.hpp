@@ -76,8 +76,11 @@ class Adam {
   /// Member m's learning rate after `calls` steps.
   float learning_rate(std::size_t member, std::int64_t calls) const;
 
-  /// Member m's settings from its next step on.
-  void set_settings(const ExecSpace& space, std::size_t member, const AdamSettings& settings);
+  /// Member m's settings, on the host: its steps use them once upload_settings() has put
+  /// every member's on the device (enqueued on space; the settings must not change again
+  /// before the device has run past it).
+  void set_settings(std::size_t member, const AdamSettings& settings);
+  void upload_settings(const ExecSpace& space) const;
   /// Each copy's member `to` takes member `from`'s moments and its position in the schedule
   /// and the bias correction (calls, applied, beta powers); its counts of skipped steps stay
   /// its own.

@@ -304,6 +304,15 @@ class EngineImpl final : public DqnTrainer::Engine {
     const TrainConfig& c = config;
     const std::size_t k = members.size();
     const auto start = Clock::now();
+    if (m_settings_changed) {
+      // The epoch's read-back waits for these copies, before any set_member can follow.
+      Kokkos::deep_copy(m_space, m_settings,
+                        Kokkos::View<const MemberSettings*, Kokkos::HostSpace,
+                                     Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                            m_settings_host.data(), m_settings_host.size()));
+      m_adam->upload_settings(m_space);
+      m_settings_changed = false;
+    }
     for (std::size_t done = 0; done < c.steps_per_epoch;)
       done += advance(c.steps_per_epoch - done);  // recorded cycles where they fit
     // The one read-back of the epoch: every member's sums and counters.
@@ -496,10 +505,11 @@ class EngineImpl final : public DqnTrainer::Engine {
     const bool was_soft = soft();
     members.at(member) = settings;
     m_rescheduled[member] = 1;
+    // On the host now, on the device before the next step (run_epoch()): one upload however
+    // many members a decision changes.
     m_settings_host[member] = member_settings(settings, config);
-    Kokkos::deep_copy(m_space, Kokkos::subview(m_settings, member), m_settings_host[member]);
-    m_adam->set_settings(m_space, member, adam_settings(settings));
-    compat::fence(m_space, "dqntrader::train: the member's settings are uploaded");
+    m_adam->set_settings(member, adam_settings(settings));
+    m_settings_changed = true;
     // A recorded cycle holds the soft target updates only when some member makes them: it is
     // recorded again (after a cycle of eager steps) when that changes.
     if (soft() != was_soft) {
@@ -793,6 +803,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   Kokkos::View<int*, DeviceMemory> m_poisoned;  // members whose rewards are NaN (a test fault)
   std::vector<std::string> m_faults;            // per member: the fault of its next step
   std::vector<int> m_rescheduled;               // per member: set_member changed its settings
+  bool m_settings_changed = false;              // the device's settings are behind the host's
   std::size_t m_size = 0;                       // parameters of one network
   std::size_t m_stride = 0;                     // between consecutive members' vectors
   // Every member's online parameters, then every member's target.
