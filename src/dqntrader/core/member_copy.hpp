@@ -14,23 +14,35 @@
 
 namespace dqntrader {
 
-/// The copies, (to, from) each, on the device. No member is both a to and a from, and no two
-/// copies have the same to, so that the copies may run in any order.
-using MemberCopies = Kokkos::View<std::uint32_t* [2], DeviceMemory>;
+/// The copies, [copy][0: to, 1: from], on the device. No member is both a to and a from, and
+/// no two copies have the same to, so that the copies may run in any order.
+using MemberCopies = Kokkos::View<std::uint32_t**, Kokkos::LayoutRight, DeviceMemory>;
 
-inline MemberCopies upload_copies(const ExecSpace& space,
-                                  const std::vector<std::pair<std::size_t, std::size_t>>& copies) {
-  MemberCopies out(Kokkos::view_alloc(space, std::string("dqntrader::member_copies")),
-                   copies.size());
-  auto host = Kokkos::create_mirror_view(out);
-  for (std::size_t i = 0; i < copies.size(); ++i) {
-    host(i, 0) = static_cast<std::uint32_t>(copies[i].first);
-    host(i, 1) = static_cast<std::uint32_t>(copies[i].second);
+/// Room for a population's copies on the device and its host mirror, allocated once: a
+/// decision's list goes up without an allocation or a wait.
+class CopyList {
+ public:
+  CopyList(const ExecSpace& space, std::size_t most)
+      : m_device(Kokkos::view_alloc(space, std::string("dqntrader::member_copies")), most, 2),
+        m_host(Kokkos::create_mirror_view(m_device)) {}
+
+  /// The copies on the device (enqueued on space; the next upload must follow a fence).
+  MemberCopies upload(const ExecSpace& space,
+                      const std::vector<std::pair<std::size_t, std::size_t>>& copies) const {
+    const std::pair<std::size_t, std::size_t> rows(0, copies.size());
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      m_host(i, 0) = static_cast<std::uint32_t>(copies[i].first);
+      m_host(i, 1) = static_cast<std::uint32_t>(copies[i].second);
+    }
+    const MemberCopies used = Kokkos::subview(m_device, rows, Kokkos::ALL());
+    Kokkos::deep_copy(space, used, Kokkos::subview(m_host, rows, Kokkos::ALL()));
+    return used;
   }
-  Kokkos::deep_copy(space, out, host);
-  compat::fence(space, "dqntrader::upload_copies: the host mirror may go away after return");
-  return out;
-}
+
+ private:
+  MemberCopies m_device;
+  MemberCopies::HostMirror m_host;
+};
 
 /// Member to's `size` values of values become member from's, for every copy.
 template <class T>

@@ -163,7 +163,7 @@ std::string perturbed(const Axis& axis, const std::string& value, bool up, doubl
 Decision decide(const ScheduleSettings& s, const SearchSpace& space, std::size_t population,
                 std::size_t epoch, std::size_t epochs, const std::vector<double>& scores,
                 const std::vector<bool>& running, const std::vector<train::TrainConfig>& now,
-                const std::function<void(std::size_t, const train::TrainConfig&)>& check) {
+                const std::function<void(std::size_t, const train::TrainConfig&)>& take) {
   Decision d;
   if (epoch >= epochs)
     return d;
@@ -188,12 +188,15 @@ Decision decide(const ScheduleSettings& s, const SearchSpace& space, std::size_t
   std::sort(bottom.begin(), bottom.end());
   HostRng rng(counter_random(s.seed, population, epoch));
   const std::vector<const Axis*> axes = scheduled_axes(space);
+  std::map<std::size_t, std::map<std::string, std::string>> sources;  // values_of, by member
   for (const std::size_t to : bottom) {
     const std::size_t from = top[rng.below(q)];
     // Its own seed, directory, patience and fault budget, the top member's settings of
     // learning; then every axis's new value, drawn in the axes' order.
     train::TrainConfig config = train::with_learning_settings(now[to], now[from]);
-    const std::map<std::string, std::string> before = values_of(config, axes);
+    if (sources.count(from) == 0)
+      sources[from] = values_of(now[from], axes);
+    std::map<std::string, std::string> values = sources[from];
     Combination change;
     for (const Axis* axis : axes) {
       std::string value;
@@ -201,31 +204,35 @@ Decision decide(const ScheduleSettings& s, const SearchSpace& space, std::size_t
         value = draw(*axis, rng);
       } else {
         const bool up = rng.uniform() >= 0.5;
-        value = perturbed(*axis, before.at(axis->setting), up, up ? s.perturb_up : s.perturb_down);
+        value = perturbed(*axis, values.at(axis->setting), up, up ? s.perturb_up : s.perturb_down);
       }
       change.values.push_back({axis->setting, value});
     }
     try {
-      const train::TrainConfig candidate = apply(config, change, config.seed);
-      check(to, candidate);
+      std::vector<std::string> applied;
+      const train::TrainConfig candidate = apply(config, change, config.seed, &applied);
+      take(to, candidate);
       config = candidate;
+      for (std::size_t i = 0; i < axes.size(); ++i)
+        values[axes[i]->setting] = applied[i];
     } catch (const InputError&) {
       // One at a time, in the axes' order: a value the member cannot train with is not made.
+      take(to, config);
       for (const auto& one : change.values) {
         try {
-          const train::TrainConfig candidate = apply(config, Combination{{one}}, config.seed);
-          check(to, candidate);
+          std::vector<std::string> applied;
+          const train::TrainConfig candidate =
+              apply(config, Combination{{one}}, config.seed, &applied);
+          take(to, candidate);
           config = candidate;
+          values[one.first] = applied.front();
         } catch (const InputError&) {
         }
       }
     }
-    nlohmann::json values = nlohmann::json::object();
-    for (const auto& [name, value] : values_of(config, axes))
-      values[name] = value;
     d.copies.push_back({to, from});
     d.settings.push_back(config);
-    d.values.push_back(values);
+    d.values.push_back(nlohmann::json(values));
   }
   return d;
 }

@@ -75,19 +75,21 @@ std::vector<const Axis*> scheduled_axes(const SearchSpace& space);
 /// One decision of a population.
 struct Decision {
   std::vector<std::pair<std::size_t, std::size_t>> copies;  // (to, from) members
-  std::vector<train::TrainConfig> settings;                 // of each copy's `to`, after it
+  std::vector<train::TrainConfig> settings;                 // of each copy's `to`, as taken
   std::vector<nlohmann::json> values;  // each copy's scheduled settings after it: name -> value
   std::vector<std::size_t> stops;      // halving: the members that stop
 };
 
 /// The decision at the end of `epoch` (of `epochs`) for population `population` of a sweep
 /// of `space`: scores[m] is member m's validation Sharpe of the epoch, running[m] whether it
-/// still trains, now[m] its settings now. check throws InputError for settings a member
-/// cannot train with. Empty when no decision falls at this epoch.
+/// still trains, now[m] its settings now. take(m, settings) gives member m new settings, or
+/// throws InputError, leaving it as it was, when it cannot train with them
+/// (DqnTrainer::set_member); the copies of the members' state are the caller's. Empty when
+/// no decision falls at this epoch.
 Decision decide(const ScheduleSettings& settings, const SearchSpace& space, std::size_t population,
                 std::size_t epoch, std::size_t epochs, const std::vector<double>& scores,
                 const std::vector<bool>& running, const std::vector<train::TrainConfig>& now,
-                const std::function<void(std::size_t, const train::TrainConfig&)>& check);
+                const std::function<void(std::size_t, const train::TrainConfig&)>& take);
 
 /// The running members in rank order: descending score, a NaN last, ties by member index.
 std::vector<std::size_t> ranking(const std::vector<double>& scores,

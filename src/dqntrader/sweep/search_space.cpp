@@ -369,7 +369,7 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
 }
 
 train::TrainConfig apply(const train::TrainConfig& base, const Combination& combination,
-                         std::uint64_t seed) {
+                         std::uint64_t seed, std::vector<std::string>* applied) {
   train::TrainConfig config = base;
   std::vector<train::Setting> all = train::settings(config);
   for (const auto& [name, value] : combination.values) {
@@ -382,6 +382,8 @@ train::TrainConfig apply(const train::TrainConfig& base, const Combination& comb
     } else {
       set_value(*setting, value);
     }
+    if (applied != nullptr)
+      applied->push_back(setting->get());
   }
   config.seed = seed;
   return config;

@@ -85,8 +85,10 @@ std::vector<Combination> combinations(const SearchSpace& space);
 /// setting accepts. InputError naming the axis otherwise.
 void check(const SearchSpace& space, const train::TrainConfig& base);
 
-/// base with a combination's values and seed applied.
+/// base with a combination's values and seed applied; `applied` (when given) receives each
+/// value as the setting holds it after (a whole-number setting's rounded), in the
+/// combination's order.
 train::TrainConfig apply(const train::TrainConfig& base, const Combination& combination,
-                         std::uint64_t seed);
+                         std::uint64_t seed, std::vector<std::string>* applied = nullptr);
 
 }  // namespace dqntrader::sweep

@@ -28,12 +28,11 @@ population_schedule(const SweepPlan& plan, std::size_t p) {
     const Decision d = decide(
         plan.schedule, plan.space, plan.populations[p].id, epoch,
         member_config(plan, ids.front()).epochs, sharpes, running, now,
-        [&trainer](std::size_t m, const train::TrainConfig& c) { trainer.check_member(m, c); });
+        [&trainer](std::size_t m, const train::TrainConfig& c) { trainer.set_member(m, c); });
     std::vector<train::ScheduleStep> steps(ids.size());
     trainer.copy_members(d.copies);
     for (std::size_t i = 0; i < d.copies.size(); ++i) {
       const auto [to, from] = d.copies[i];
-      trainer.set_member(to, d.settings[i]);
       steps[to].record = {{"copied", plan.members[ids[from]].run}, {"settings", d.values[i]}};
     }
     for (const std::size_t m : d.stops) {

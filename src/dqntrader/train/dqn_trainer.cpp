@@ -174,7 +174,9 @@ class EngineImpl final : public DqnTrainer::Engine {
   EngineImpl(const ExecSpace& space, const std::vector<TrainConfig>& member_configs,
              const TrainConfig& loop, int n_step_windows, const data::Bars& bars,
              const data::Bars* validation, const data::FeatureSpec& spec)
-      : m_space(space), m_train_features(space, bars, spec) {
+      : m_space(space),
+        m_train_features(space, bars, spec),
+        m_copies(space, member_configs.size()) {
     members = member_configs;
     config = loop;
     const TrainConfig& c = config;
@@ -487,14 +489,13 @@ class EngineImpl final : public DqnTrainer::Engine {
   void copy_members(const std::vector<std::pair<std::size_t, std::size_t>>& copies) override {
     if (copies.empty())
       return;
-    const MemberCopies pairs = upload_copies(m_space, copies);
+    const MemberCopies pairs = m_copies.upload(m_space, copies);
     copy_member_vectors(m_space, m_online, m_size, m_stride, pairs);
     copy_member_vectors(m_space, m_target, m_size, m_stride, pairs);
     copy_member_vectors(m_space, m_online_working, m_size, m_stride, pairs);
     copy_member_vectors(m_space, m_target_working, m_size, m_stride, pairs);
     m_adam->copy_members(m_space, pairs);
-    m_guard->copy_members(m_space, pairs);
-    compat::fence(m_space, "dqntrader::train: the copies are made before their list goes");
+    m_guard->copy_members(m_space, pairs);  // the next epoch's work follows them on the stream
   }
 
   void set_member(std::size_t member, const TrainConfig& settings) override {
@@ -803,6 +804,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   Kokkos::View<int*, DeviceMemory> m_poisoned;  // members whose rewards are NaN (a test fault)
   std::vector<std::string> m_faults;            // per member: the fault of its next step
   std::vector<int> m_rescheduled;               // per member: set_member changed its settings
+  CopyList m_copies;                            // copy_members()'s list on the device
   bool m_settings_changed = false;              // the device's settings are behind the host's
   std::size_t m_size = 0;                       // parameters of one network
   std::size_t m_stride = 0;                     // between consecutive members' vectors

@@ -130,6 +130,15 @@ Setting widths(const std::string& name, const std::string& help, std::vector<std
   return s;
 }
 
+// The settings as one vector, each moved in (an initializer list would copy every one).
+template <class... S>
+std::vector<Setting> table(S&&... settings) {
+  std::vector<Setting> out;
+  out.reserve(sizeof...(settings));
+  (out.push_back(std::forward<S>(settings)), ...);
+  return out;
+}
+
 }  // namespace
 
 std::vector<Setting> settings(TrainConfig& c) {
@@ -145,7 +154,7 @@ std::vector<Setting> settings(TrainConfig& c) {
   precision.get = [&c] { return std::string(to_string(c.precision)); };
   precision.documented_default = "bf16 (CUDA), fp32 (OpenMP)";
   precision.set = [&c](const std::string& v) { c.precision = parse_precision(v); };
-  return {
+  return table(
       string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market", c.data),
       string("val-data", "separate validation bar file; empty: the last val-fraction of --data",
              c.val_data),
@@ -168,8 +177,7 @@ std::vector<Setting> settings(TrainConfig& c) {
       number("volatility-window", "bars of the rolling volatility", c.volatility_window),
       number("ofi-window", "ofi values in the state (when the data has ofi)", c.ofi_window),
       widths("hidden", "hidden layer widths (comma-separated)", c.hidden),
-      flag("dueling", "dueling head: Q = V + A - mean(A)", c.dueling),
-      precision,
+      flag("dueling", "dueling head: Q = V + A - mean(A)", c.dueling), std::move(precision),
       number("epochs", "training epochs", c.epochs),
       number("steps-per-epoch", "gradient steps per epoch", c.steps_per_epoch),
       number("batch-size", "transitions per gradient step", c.batch_size),
@@ -236,8 +244,7 @@ std::vector<Setting> settings(TrainConfig& c) {
              "for testing fault handling: kind@epoch writes NaN into a batch, gradient, weight or "
              "(from then on) "
              "every price at that epoch's first step",
-             c.inject_fault),
-  };
+             c.inject_fault));
 }
 
 void validate(const TrainConfig& c) {
