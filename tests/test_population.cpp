@@ -26,6 +26,7 @@
 #include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/nn/mlp.hpp"
+#include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/td_loss.hpp"
 #include "dqntrader/train/training_guard.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -567,6 +568,75 @@ TEST_F(Population, MembersThatCannotShareAPopulationAreRefused) {
   refused(m, "setting learning-starts");
   EXPECT_NO_THROW(train::check_population(members("x-")));
 }
+
+// --- what a member takes on the device ---------------------------------------------------------
+
+#if defined(DQNTRADER_BACKEND_OPENMP)
+
+// The device memory allocated and not yet freed, and its peak, through Kokkos' tool hooks.
+struct DeviceBytes {
+  static std::int64_t now, peak;
+  static void allocated(const Kokkos_Profiling_SpaceHandle space, const char*, const void*,
+                        const std::uint64_t bytes) {
+    if (std::string(space.name) != DeviceMemory::name())
+      return;
+    now += static_cast<std::int64_t>(bytes);
+    peak = std::max(peak, now);
+  }
+  static void freed(const Kokkos_Profiling_SpaceHandle space, const char*, const void*,
+                    const std::uint64_t bytes) {
+    if (std::string(space.name) == DeviceMemory::name())
+      now -= static_cast<std::int64_t>(bytes);
+  }
+};
+std::int64_t DeviceBytes::now = 0, DeviceBytes::peak = 0;
+
+// The peak device memory of a population of k members of c, made and trained for an epoch.
+std::int64_t population_peak(const ExecSpace& space, train::TrainConfig c, std::size_t k,
+                             const data::Bars& bars) {
+  std::vector<train::TrainConfig> members(k, c);
+  for (std::size_t m = 0; m < k; ++m)
+    members[m].seed = m + 1;
+  Kokkos::fence();
+  DeviceBytes::now = DeviceBytes::peak = 0;
+  Kokkos::Tools::Experimental::set_allocate_data_callback(&DeviceBytes::allocated);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(&DeviceBytes::freed);
+  {
+    train::DqnTrainer trainer(space, members, bars);
+    trainer.run_epoch();
+  }
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(nullptr);
+  return DeviceBytes::peak;
+}
+
+// member_bytes() is what a sweep sizes its populations by: each member a population gains must
+// cost at most that (a population planned to fit must fit), and not much less (a third of the
+// device would go unused). Measured as the peak of a population of 5 less that of 1, over 4.
+TEST_F(Population, MemberBytesBoundWhatAMemberAllocates) {
+  for (const bool wide : {false, true}) {
+    train::TrainConfig c = base("bytes");
+    if (wide) {
+      c.hidden = {128, 128};
+      c.batch_size = 256;
+      c.environments = 64;
+      c.replay_capacity = 100000;
+      c.probe_batch = 256;
+    }
+    SCOPED_TRACE(wide ? "the defaults' shapes" : "a small network");
+    const train::RunData data = train::load_run_data(c);
+    const std::int64_t one = population_peak(m_stream.space(), c, 1, data.bars);
+    const std::int64_t five = population_peak(m_stream.space(), c, 5, data.bars);
+    const double measured = static_cast<double>(five - one) / 4.0;
+    data::FeatureConfig features;
+    const double bound = static_cast<double>(
+        train::member_bytes(c, data::resolve_features(features, data.bars).count()));
+    EXPECT_GE(bound, measured);
+    EXPECT_LE(bound, 1.5 * measured) << "bound " << bound << ", measured " << measured;
+  }
+}
+
+#endif
 
 }  // namespace
 }  // namespace dqntrader

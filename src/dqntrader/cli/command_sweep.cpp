@@ -22,6 +22,7 @@
 #include "dqntrader/sweep/sweep_lock.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
 #include "dqntrader/sweep/sweep_run.hpp"
+#include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::cli {
@@ -274,7 +275,7 @@ Command add_sweep(CLI::App& app) {
       if (c->get_option("--population")->count() > 0 && most == 0)
         throw InputError("--population 0: a population has at least one member");
       if (most == 0) {
-        const std::size_t bytes = sweep::member_bytes(base, count);
+        const std::size_t bytes = train::member_bytes(base, count);
         most = std::clamp<std::size_t>(
             exec::free_memory() / 10 * 8 / std::max<std::size_t>(bytes, 1), 1, kMostMembers);
       }

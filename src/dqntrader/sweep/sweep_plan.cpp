@@ -33,28 +33,6 @@ std::string population_key(const train::TrainConfig& config) {
 
 }  // namespace
 
-std::size_t member_bytes(const train::TrainConfig& c, std::size_t features) {
-  nn::NetworkSpec spec;
-  spec.features = features;
-  spec.hidden = c.hidden;
-  spec.dueling = c.dueling;
-  const std::size_t p = nn::ParameterLayout(spec).size();
-  const std::size_t value = c.precision == Precision::bf16 ? 2 : 4;
-  std::size_t widths = 0;
-  for (std::size_t w : c.hidden)
-    widths += (w + 8) / 8 * 8;
-  const std::size_t rows = 2 * c.batch_size + c.environments;
-  const std::size_t probe_rows = 8 * c.probe_batch;  // up to seven feature groups and the states
-  const std::size_t max_rows = std::max(rows, probe_rows);
-  return 9 * p * 4                 // parameters, optimizer, guard
-         + 2 * p * value           // working copies
-         + c.replay_capacity * 11  // the replay ring
-         + 2 * max_rows * (widths + (spec.state_size() + 8)) * value  // states and activations
-         + max_rows * widths * value                                  // layer gradients
-         + probe_rows * spec.state_size() * value                     // the probe's states
-         + c.chunk_bars * spec.positions * widths * 4;                // validation's activations
-}
-
 SweepPlan make_plan(const train::TrainConfig& base, const SearchSpace& space,
                     const std::string& directory, std::size_t most) {
   SweepPlan plan;

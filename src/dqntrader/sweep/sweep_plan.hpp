@@ -78,11 +78,6 @@ struct SweepPlan {
   nlohmann::json selection;
 };
 
-/// The bytes one member of base's shape takes on the device (parameters, optimizer, guard,
-/// replay ring, activations, evaluation), for a network of `features` features: what sizes
-/// the default population.
-std::size_t member_bytes(const train::TrainConfig& base, std::size_t features);
-
 /// Plans a sweep of every combination of space times every seed (the base's seed when it
 /// lists none) into directory, members grouped by every setting but their own into
 /// populations of at most `most`. InputError when a member's settings are invalid or members

@@ -73,6 +73,13 @@ struct RunWindows {
 RunWindows split_windows(const TrainConfig& config, std::size_t bars, std::size_t validation_bars,
                          std::size_t warmup);
 
+/// The device memory one member of a population of config's shape takes, for a network of
+/// `features` features: its parameters, optimizer and guard state, replay ring, states,
+/// activations and gradients, probe states and its share of validation. An upper bound of what
+/// the trainer allocates per member (on OpenMP, tests/test_population.cpp measures its peak),
+/// by which a sweep sizes its populations.
+std::size_t member_bytes(const TrainConfig& config, std::size_t features);
+
 class DqnTrainer {
  public:
   /// members: each member's settings (check_population() must accept them); bars: the
