@@ -144,6 +144,130 @@ std::string returns_csv(const std::vector<std::string>& names,
   return out;
 }
 
+// The policy files, checked to share an action set, the bar columns their features need
+// beyond the standard ones, and the bars their features need before the first decision.
+struct PolicyFiles {
+  std::vector<WeightPolicy> weights;
+  data::ColumnSelection columns;
+  std::size_t warmup = 0;
+};
+
+PolicyFiles read_policy_files(const std::vector<std::string>& paths) {
+  PolicyFiles out;
+  for (const std::string& path : paths) {
+    out.weights.push_back({path, io::read_policy(path)});
+    const io::PolicyFile& file = out.weights.back().file;
+    if (!out.weights.front().file.positions.empty() &&
+        file.positions != out.weights.front().file.positions) {
+      throw InputError(path, 0, 0,
+                       "the policy files hold different action sets; backtest them apart");
+    }
+    for (const std::string& extra : file.features.extra) {
+      if (std::find(out.columns.names.begin(), out.columns.names.end(), extra) ==
+          out.columns.names.end())
+        out.columns.names.push_back(extra);
+    }
+    out.warmup = std::max(out.warmup, file.features.warmup());
+  }
+  return out;
+}
+
+// The window --from .. --to (by default from the first bar every policy can decide at to the
+// last), cut into `count` consecutive walk-forward windows.
+std::vector<eval::BarRange> backtest_windows(const std::string& from, const std::string& to,
+                                             std::size_t count, const data::Bars& bars,
+                                             std::size_t warmup) {
+  const std::size_t first = from.empty() ? warmup : bar_of("from", from, bars, true);
+  const std::size_t last = to.empty() ? bars.size() - 1 : bar_of("to", to, bars, false);
+  if (first < warmup) {
+    throw InputError("--from " + from + " selects bar " + std::to_string(first) + ", before bar " +
+                     std::to_string(warmup) +
+                     ", the first at which the policies' features are defined");
+  }
+  if (last < first) {
+    throw InputError("--from " + (from.empty() ? std::to_string(first) : from) + " (bar " +
+                     std::to_string(first) + ") comes after --to " +
+                     (to.empty() ? std::to_string(last) : to) + " (bar " + std::to_string(last) +
+                     ")");
+  }
+  const std::size_t span = last - first + 1;
+  if (span < 2 * count) {
+    throw InputError(
+        (count > 1 ? "--windows " + std::to_string(count) + ": " : std::string("--from/--to: ")) +
+        "bars " + std::to_string(first) + " .. " + std::to_string(last) + " hold " +
+        std::to_string(span) + " bar(s); a window needs at least 2");
+  }
+  std::vector<eval::BarRange> windows;
+  for (std::size_t w = 0; w < count; ++w)
+    windows.push_back({first + w * span / count, first + (w + 1) * span / count});
+  return windows;
+}
+
+// Every policy's metrics (and, with paths, its per-bar detail) on every window, [window][policy]:
+// the weight files in groups that share an evaluator (one evaluate_many pass each), then the
+// built-ins.
+struct Evaluated {
+  std::vector<std::vector<eval::WindowMetrics>> metrics;
+  std::vector<std::vector<eval::PathDetail>> details;  // empty without paths
+};
+
+Evaluated evaluate_policies(const ExecSpace& space, const std::vector<WeightPolicy>& weights,
+                            const std::vector<eval::BuiltinPolicy>& builtins,
+                            const data::Bars& bars, const std::vector<eval::BarRange>& windows,
+                            const eval::BacktestConfig& config, bool paths) {
+  const std::size_t policies = weights.size() + builtins.size();
+  Evaluated out;
+  out.metrics.assign(windows.size(), std::vector<eval::WindowMetrics>(policies));
+  if (paths)
+    out.details.assign(windows.size(), std::vector<eval::PathDetail>(policies));
+  std::vector<bool> done(weights.size(), false);
+  for (std::size_t k = 0; k < weights.size(); ++k) {
+    if (done[k])
+      continue;
+    std::vector<std::size_t> group;
+    for (std::size_t j = k; j < weights.size(); ++j) {
+      if (!done[j] && io::same_evaluator(weights[k].file, weights[j].file)) {
+        group.push_back(j);
+        done[j] = true;
+      }
+    }
+    const io::PolicyFile& file = weights[k].file;
+    std::vector<float> rows;
+    for (std::size_t j : group)  // one network: parameter vectors of one length
+      rows.insert(rows.end(), weights[j].file.parameters.begin(), weights[j].file.parameters.end());
+    const auto device = upload(space, rows, "dqntrader::cli::parameters");
+    const eval::ParameterRows parameters =
+        eval::parameter_rows(device.data(), group.size(), file.parameters.size());
+    const data::FeatureSet features(space, bars, file.features);
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      eval::BacktestEvaluator evaluator(space, features, file.stats, file.network, windows[w],
+                                        config, group.size());
+      const std::vector<eval::WindowMetrics> m = evaluator.evaluate_many(parameters);
+      for (std::size_t g = 0; g < group.size(); ++g) {
+        out.metrics[w][group[g]] = m[g];
+        if (paths) {
+          out.details[w][group[g]] = evaluator.path_detail(
+              eval::Parameters(device.data() + g * file.parameters.size(), file.parameters.size()));
+        }
+      }
+    }
+  }
+  if (!builtins.empty()) {
+    std::size_t longest = 0;
+    for (const eval::BarRange& w : windows)
+      longest = std::max(longest, w.returns());
+    eval::BuiltinEvaluator evaluator(space, bars, config, longest);
+    for (std::size_t b = 0; b < builtins.size(); ++b) {
+      for (std::size_t w = 0; w < windows.size(); ++w) {
+        out.metrics[w][weights.size() + b] = evaluator.evaluate(builtins[b], windows[w]);
+        if (paths)
+          out.details[w][weights.size() + b] = evaluator.detail(builtins[b], windows[w]);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Command add_backtest(CLI::App& app) {
@@ -207,133 +331,37 @@ Command add_backtest(CLI::App& app) {
     std::vector<eval::BuiltinPolicy> builtins;
     for (const std::string& name : options->policies)
       builtins.push_back(eval::parse_builtin_policy(name));
-
-    // The policy files, and the bar columns their features need.
-    std::vector<WeightPolicy> weights;
-    data::ColumnSelection columns;
-    std::size_t warmup = 0;
-    for (const std::string& path : options->weights) {
-      weights.push_back({path, io::read_policy(path)});
-      const io::PolicyFile& file = weights.back().file;
-      if (!weights.front().file.positions.empty() &&
-          file.positions != weights.front().file.positions) {
-        throw InputError(path, 0, 0,
-                         "the policy files hold different action sets; backtest them apart");
-      }
-      for (const std::string& extra : file.features.extra) {
-        if (std::find(columns.names.begin(), columns.names.end(), extra) == columns.names.end())
-          columns.names.push_back(extra);
-      }
-      warmup = std::max(warmup, file.features.warmup());
-    }
-    if (!weights.empty())
-      config.positions = weights.front().file.positions;
+    const PolicyFiles files = read_policy_files(options->weights);
+    if (!files.weights.empty())
+      config.positions = files.weights.front().file.positions;
     eval::validate(config);
-    const data::Bars bars = data::load_bars(options->data, columns);
+    const data::Bars bars = data::load_bars(options->data, files.columns);
     if (bars.size() < 2)
       throw InputError(options->data, 0, 0, "a backtest needs at least 2 bars");
-    for (const WeightPolicy& w : weights)
+    for (const WeightPolicy& w : files.weights)
       data::check_features_available(w.file.features, bars, 2);
+    const std::vector<eval::BarRange> windows =
+        backtest_windows(options->from, options->to, options->windows, bars, files.warmup);
+    const bool paths = !options->returns.empty();
+    const Evaluated evaluated =
+        evaluate_policies(space, files.weights, builtins, bars, windows, config, paths);
 
-    // The window and its walk-forward parts.
-    const std::size_t first =
-        options->from.empty() ? warmup : bar_of("from", options->from, bars, true);
-    const std::size_t last =
-        options->to.empty() ? bars.size() - 1 : bar_of("to", options->to, bars, false);
-    if (first < warmup) {
-      throw InputError("--from " + options->from + " selects bar " + std::to_string(first) +
-                       ", before bar " + std::to_string(warmup) +
-                       ", the first at which the policies' features are defined");
-    }
-    if (last < first) {
-      throw InputError("--from " + (options->from.empty() ? std::to_string(first) : options->from) +
-                       " (bar " + std::to_string(first) + ") comes after --to " +
-                       (options->to.empty() ? std::to_string(last) : options->to) + " (bar " +
-                       std::to_string(last) + ")");
-    }
-    const std::size_t span = last - first + 1;
-    if (span < 2 * options->windows) {
-      throw InputError((options->windows > 1
-                            ? "--windows " + std::to_string(options->windows) + ": "
-                            : std::string("--from/--to: ")) +
-                       "bars " + std::to_string(first) + " .. " + std::to_string(last) + " hold " +
-                       std::to_string(span) + " bar(s); a window needs at least 2");
-    }
-    std::vector<eval::BarRange> windows;
-    for (std::size_t w = 0; w < options->windows; ++w) {
-      windows.push_back(
-          {first + w * span / options->windows, first + (w + 1) * span / options->windows});
-    }
-    std::size_t longest = 0;
-    for (const eval::BarRange& w : windows)
-      longest = std::max(longest, w.returns());
-
-    // Every policy on every window: the weight files in groups that share an evaluator (one
-    // evaluate_many pass each), the built-ins beside them.
     std::vector<std::string> names;
-    for (const WeightPolicy& w : weights)
+    for (const WeightPolicy& w : files.weights)
       names.push_back(w.path);
     for (const eval::BuiltinPolicy p : builtins)
       names.push_back(eval::to_string(p));
-    std::vector<std::vector<eval::WindowMetrics>> metrics(
-        windows.size(), std::vector<eval::WindowMetrics>(names.size()));
-    const bool paths = !options->returns.empty();
-    std::vector<std::vector<eval::PathDetail>> details(paths ? windows.size() : 0,
-                                                       std::vector<eval::PathDetail>(names.size()));
-    std::vector<bool> done(weights.size(), false);
-    for (std::size_t k = 0; k < weights.size(); ++k) {
-      if (done[k])
-        continue;
-      std::vector<std::size_t> group;
-      for (std::size_t j = k; j < weights.size(); ++j) {
-        if (!done[j] && io::same_evaluator(weights[k].file, weights[j].file)) {
-          group.push_back(j);
-          done[j] = true;
-        }
-      }
-      const io::PolicyFile& file = weights[k].file;
-      std::vector<float> rows;
-      for (std::size_t j : group)  // one network: parameter vectors of one length
-        rows.insert(rows.end(), weights[j].file.parameters.begin(),
-                    weights[j].file.parameters.end());
-      const auto device = upload(space, rows, "dqntrader::cli::parameters");
-      const eval::ParameterRows parameters =
-          eval::parameter_rows(device.data(), group.size(), file.parameters.size());
-      const data::FeatureSet features(space, bars, file.features);
-      for (std::size_t w = 0; w < windows.size(); ++w) {
-        eval::BacktestEvaluator evaluator(space, features, file.stats, file.network, windows[w],
-                                          config, group.size());
-        const std::vector<eval::WindowMetrics> m = evaluator.evaluate_many(parameters);
-        for (std::size_t g = 0; g < group.size(); ++g) {
-          metrics[w][group[g]] = m[g];
-          if (paths) {
-            details[w][group[g]] = evaluator.path_detail(eval::Parameters(
-                device.data() + g * file.parameters.size(), file.parameters.size()));
-          }
-        }
-      }
-    }
-    if (!builtins.empty()) {
-      eval::BuiltinEvaluator evaluator(space, bars, config, longest);
-      for (std::size_t b = 0; b < builtins.size(); ++b) {
-        for (std::size_t w = 0; w < windows.size(); ++w) {
-          metrics[w][weights.size() + b] = evaluator.evaluate(builtins[b], windows[w]);
-          if (paths)
-            details[w][weights.size() + b] = evaluator.detail(builtins[b], windows[w]);
-        }
-      }
-    }
-
     auto describe = [&](const eval::BarRange& w) {
       return "bars " + std::to_string(w.begin) + " .. " + std::to_string(w.end - 1) + " (" +
              data::format_iso8601_ms(bars.timestamp_ms[w.begin]) + " .. " +
              data::format_iso8601_ms(bars.timestamp_ms[w.end - 1]) + ")";
     };
     for (std::size_t k = 0; k < names.size(); ++k) {
-      std::cout << "policy  " << (k < weights.size() ? names[k] : "built-in " + names[k]) << "\n";
+      std::cout << "policy  " << (k < files.weights.size() ? names[k] : "built-in " + names[k])
+                << "\n";
     }
-    std::cout << "data    " << options->data << ": " << describe(eval::BarRange{first, last + 1})
-              << "\n"
+    std::cout << "data    " << options->data << ": "
+              << describe(eval::BarRange{windows.front().begin, windows.back().end}) << "\n"
               << "costs   " << config.cost << " per unit traded; A = " << config.bars_per_year
               << " bars per year; rf = " << config.risk_free << " per bar\n";
     nlohmann::json json = nlohmann::json::array();
@@ -342,18 +370,18 @@ Command add_backtest(CLI::App& app) {
         std::cout << "window " << w + 1 << " of " << windows.size() << ": " << describe(windows[w])
                   << "\n";
       }
-      std::cout << metrics_table(names, metrics[w]);
+      std::cout << metrics_table(names, evaluated.metrics[w]);
       for (std::size_t k = 0; k < names.size(); ++k) {
         json.push_back(
             {{"policy", names[k]},
              {"window", {{"first_bar", windows[w].begin}, {"last_bar", windows[w].end - 1}}},
-             {"metrics", io::to_json(metrics[w][k])}});
+             {"metrics", io::to_json(evaluated.metrics[w][k])}});
       }
     }
     if (!options->json.empty())
       write_output(options->json, json.dump(2) + "\n");
     if (paths)
-      write_output(options->returns, returns_csv(names, windows, details, bars));
+      write_output(options->returns, returns_csv(names, windows, evaluated.details, bars));
   };
   return command;
 }
