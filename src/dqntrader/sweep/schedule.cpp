@@ -231,7 +231,6 @@ Decision decide(const ScheduleSettings& s, const SearchSpace& space, std::size_t
       }
     }
     d.copies.push_back({to, from});
-    d.settings.push_back(config);
     d.values.push_back(nlohmann::json(values));
   }
   return d;

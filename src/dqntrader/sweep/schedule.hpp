@@ -75,7 +75,6 @@ std::vector<const Axis*> scheduled_axes(const SearchSpace& space);
 /// One decision of a population.
 struct Decision {
   std::vector<std::pair<std::size_t, std::size_t>> copies;  // (to, from) members
-  std::vector<train::TrainConfig> settings;                 // of each copy's `to`, as taken
   std::vector<nlohmann::json> values;  // each copy's scheduled settings after it: name -> value
   std::vector<std::size_t> stops;      // halving: the members that stop
 };

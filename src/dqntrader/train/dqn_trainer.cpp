@@ -159,9 +159,6 @@ class DqnTrainer::Engine {
   std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0, vaccine_bars = 0;
   std::vector<eval::BarRange> windows;  // walk-forward validation windows
   std::vector<int> active;              // host copy: members that still step
-  int most_n_step = 1;                  // what the replay's windows are sized for
-  // population_settings() of the members: what set_member may not change.
-  std::vector<std::pair<std::string, std::string>> shared;
 };
 
 namespace {
@@ -211,8 +208,6 @@ class EngineImpl final : public DqnTrainer::Engine {
       adam.push_back(adam_settings(m));
       seeds.push_back(m.seed);
     }
-    most_n_step = n_step_windows;
-    shared = population_settings(members.front());
     m_settings_host = settings;
     m_settings = upload(space, settings, "dqntrader::train::member_settings");
     active.assign(k, 1);
@@ -264,7 +259,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     env_settings.flat_index = 1;
     m_env = std::make_unique<env::TradingEnv>(space, rewards, env_settings);
     m_replay = std::make_unique<replay::ReplayBuffer>(space, m_settings, c.replay_capacity, e,
-                                                      most_n_step);
+                                                      n_step_windows);
     m_vaccine = std::make_unique<replay::VaccineSet>(space, bars.close, train_begin, train_end,
                                                      c.vaccine_quantile, rewards);
     vaccine_bars = m_vaccine->bars();
@@ -954,6 +949,7 @@ DqnTrainer::DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& m
     data::check_features_available(m_spec, *validation, 2 * config.val_windows + 1);
   m_loop = population_config(members);
   m_n_step_windows = largest_n_step(members);
+  m_shared = population_settings(members.front());
   for (std::size_t m = 0; m < members.size(); ++m)
     m_slots.push_back(m);
   m_engine = make_engine(m_slots);
@@ -1104,9 +1100,9 @@ void DqnTrainer::check_member(std::size_t m, const TrainConfig& settings) const 
     throw InputError("a member's seed keys its random streams and cannot change");
   // What check_population requires of a member, against the member as it trains now (the
   // population was checked when it was made).
-  const auto shared = population_settings(settings), before = m_engine->shared;
+  const auto shared = population_settings(settings);
   for (std::size_t i = 0; i < shared.size(); ++i) {
-    if (shared[i].second != before[i].second) {
+    if (shared[i].second != m_shared[i].second) {
       throw InputError("setting " + shared[i].first +
                        " fixes a population's shapes or loop and cannot change for one member");
     }

@@ -147,8 +147,6 @@ class DqnTrainer {
   /// n-step at most the population's largest when it was made). InputError otherwise. The
   /// state (state()) carries the members' settings.
   void set_member(std::size_t m, const TrainConfig& settings);
-  /// What set_member checks: InputError when member m cannot train with settings.
-  void check_member(std::size_t m, const TrainConfig& settings) const;
   /// Kernels per step in the recorded cycle (the vaccine, guard and probe work amortised over
   /// the cycle); 0 before a cycle is recorded, without graphs and on OpenMP, where nothing is
   /// recorded.
@@ -174,13 +172,17 @@ class DqnTrainer {
  private:
   std::unique_ptr<Engine> make_engine(const std::vector<std::size_t>& slots) const;
   std::size_t slot(std::size_t member) const;
+  // What set_member checks: InputError when member m cannot train with settings.
+  void check_member(std::size_t m, const TrainConfig& settings) const;
 
   ExecSpace m_space;
   const data::Bars* m_bars;
   const data::Bars* m_validation;
   data::FeatureSpec m_spec;
-  TrainConfig m_loop;                  // the population's loop (population_config)
-  int m_n_step_windows = 1;            // the n-step the replay's windows are sized for
+  TrainConfig m_loop;        // the population's loop (population_config)
+  int m_n_step_windows = 1;  // the n-step the replay's windows are sized for
+  // population_settings() of the members: what set_member may not change.
+  std::vector<std::pair<std::string, std::string>> m_shared;
   std::vector<TrainConfig> m_members;  // every member's settings now
   std::vector<std::size_t> m_slots;    // the members the engine holds, in its order
   std::unique_ptr<Engine> m_engine;
