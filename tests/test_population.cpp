@@ -7,6 +7,7 @@
 // rounding of its precision instead.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -539,6 +540,103 @@ TEST_F(Population, EveryMemberLearnsAsItsRunAloneWithinRounding) {
 #endif
 
 // What cannot be one population is refused, naming the setting.
+// What the settings table derives for a member: the records the kernels and Adam read, the
+// settings a schedule hands on, and those its population shares, against the fields as this
+// test lists them (every member setting given a value other than its default).
+TEST(PopulationSettings, AMembersRecordsAndScopesAreItsOwnSettings) {
+  train::TrainConfig c;
+  c.seed = 77;
+  c.gamma = 0.95;
+  c.n_step = 3;
+  c.reward_scale = 20.0;
+  c.huber_delta = 2.5;
+  c.epsilon_start = 0.8;
+  c.epsilon_end = 0.02;
+  c.epsilon_steps = 900;
+  c.target_update = 300;
+  c.tau = 0.01;
+  c.learning_rate = 2e-3;
+  c.lr_schedule = "linear";
+  c.lr_final_fraction = 0.3;
+  c.weight_decay = 1e-4;
+  c.clip_norm = 5.0;
+  c.adam_beta1 = 0.8;
+  c.adam_beta2 = 0.99;
+  c.adam_epsilon = 1e-6;
+  c.epochs = 3;
+  c.steps_per_epoch = 70;
+  c.vaccine_interval = 0;
+  c.probe_interval = 25;
+  train::TrainConfig population = c;
+  population.probe_interval = 25;
+  const train::MemberRecords r = train::member_records(c, population);
+  EXPECT_EQ(r.kernels.seed, 77u);
+  EXPECT_EQ(r.kernels.gamma, 0.95);
+  EXPECT_EQ(r.kernels.n_step, 3);
+  EXPECT_EQ(r.kernels.reward_scale, 20.0);
+  EXPECT_EQ(r.kernels.huber_delta, 2.5);
+  EXPECT_EQ(r.kernels.epsilon_start, 0.8);
+  EXPECT_EQ(r.kernels.epsilon_end, 0.02);
+  EXPECT_EQ(r.kernels.epsilon_steps, 900);
+  EXPECT_EQ(r.kernels.target_update, 300);
+  EXPECT_EQ(r.kernels.tau, 0.01);
+  EXPECT_EQ(r.kernels.vaccine, 0);
+  EXPECT_EQ(r.kernels.probe, 1);
+  EXPECT_EQ(r.adam.learning_rate, 2e-3f);
+  EXPECT_EQ(r.adam.schedule, nn::Schedule::linear);
+  EXPECT_EQ(r.adam.final_fraction, 0.3f);
+  EXPECT_EQ(r.adam.weight_decay, 1e-4f);
+  EXPECT_EQ(r.adam.clip_norm, 5.0f);
+  EXPECT_EQ(r.adam.beta1, 0.8f);
+  EXPECT_EQ(r.adam.beta2, 0.99f);
+  EXPECT_EQ(r.adam.epsilon, 1e-6f);
+  EXPECT_EQ(r.adam.schedule_steps, 210);
+  population.probe_interval = 0;  // the population runs no probe: nor does the member
+  EXPECT_EQ(train::member_records(c, population).kernels.probe, 0);
+
+  // A schedule's copy takes the source's learning and keeps its own seed, run directory, test
+  // fault, patience and fault budget.
+  train::TrainConfig own;
+  own.seed = 5;
+  own.out = "mine";
+  own.inject_fault = "weight@2";
+  own.patience = 4;
+  own.fault_budget = 9;
+  c.out = "theirs";
+  c.patience = 1;
+  c.fault_budget = 2;
+  const train::TrainConfig taken = train::with_learning_settings(own, c);
+  EXPECT_EQ(taken.seed, 5u);
+  EXPECT_EQ(taken.out, "mine");
+  EXPECT_EQ(taken.inject_fault, "weight@2");
+  EXPECT_EQ(taken.patience, 4u);
+  EXPECT_EQ(taken.fault_budget, 9u);
+  EXPECT_EQ(taken.gamma, 0.95);
+  EXPECT_EQ(taken.adam_epsilon, 1e-6);
+  EXPECT_EQ(taken.lr_schedule, "linear");
+  EXPECT_EQ(train::member_settings_json(c).size(), 19u);  // the learning settings
+
+  // Every other setting is the population's (or the sweep's).
+  const std::vector<std::string> own_names = {
+      "seed",          "learning-rate", "lr-schedule",  "lr-final-fraction", "gamma",
+      "n-step",        "reward-scale",  "huber-delta",  "epsilon-start",     "epsilon-end",
+      "epsilon-steps", "target-update", "tau",          "clip-norm",         "weight-decay",
+      "adam-beta1",    "adam-beta2",    "adam-epsilon", "vaccine-interval",  "probe-interval",
+      "patience",      "fault-budget",  "out",          "inject-fault"};
+  train::TrainConfig defaults;
+  std::size_t settings = 0;
+  for (const train::Setting& s : train::settings(defaults)) {
+    ++settings;
+    const bool listed = std::find(own_names.begin(), own_names.end(), s.name) != own_names.end();
+    EXPECT_EQ(train::own_setting(s.scope), listed) << s.name;
+  }
+  EXPECT_EQ(train::population_settings(defaults).size(), settings - own_names.size());
+  for (const char* name : {"data", "cost", "graph-steps", "val-windows", "out"})
+    EXPECT_EQ(train::setting_scope(name), train::Scope::sweep) << name;
+  for (const char* name : {"hidden", "batch-size", "epochs", "environments"})
+    EXPECT_EQ(train::setting_scope(name), train::Scope::population) << name;
+}
+
 TEST_F(Population, MembersThatCannotShareAPopulationAreRefused) {
   auto refused = [&](std::vector<train::TrainConfig> m, const std::string& setting) {
     try {

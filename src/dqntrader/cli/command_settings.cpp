@@ -64,11 +64,11 @@ std::string settings_table() {
     const std::string shown = !s.documented_default.empty() ? s.documented_default
                               : value.empty()               ? "(empty)"
                                                             : "`" + value + "`";
-    const std::string scope = train::setting_scope(s.name);
-    const std::string sweep = s.name == "seed"        ? "`--seeds`"
-                              : scope == "member"     ? "per member"
-                              : scope == "population" ? "per population"
-                                                      : "shared";
+    const train::Scope scope = train::setting_scope(s.name);
+    const std::string sweep = s.name == "seed"                    ? "`--seeds`"
+                              : train::own_setting(scope)         ? "per member"
+                              : scope == train::Scope::population ? "per population"
+                                                                  : "shared";
     table += "| `--" + s.name + "` | " + shown + " | " + sweep + " | " + s.help + " |\n";
   }
   return table;

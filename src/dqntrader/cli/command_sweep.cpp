@@ -191,12 +191,13 @@ Command add_sweep(CLI::App& app) {
                 "newest checkpoint");
   options->config.out = "runs/sweep";
   options->flags.add(c, options->config, [](const train::Setting& s) {
-    const std::string scope = train::setting_scope(s.name);
-    const std::string varies = s.name == "seed"        ? " [--seeds gives each member's]"
-                               : scope == "member"     ? " [--set may vary it per member]"
-                               : scope == "population" ? " [--set may list values: a population "
-                                                         "of each]"
-                                                       : " [every member shares it]";
+    const train::Scope scope = train::setting_scope(s.name);
+    const std::string varies = s.name == "seed"            ? " [--seeds gives each member's]"
+                               : train::own_setting(scope) ? " [--set may vary it per member]"
+                               : scope == train::Scope::population
+                                   ? " [--set may list values: a population "
+                                     "of each]"
+                                   : " [every member shares it]";
     return (s.name == "out" ? std::string("the sweep's directory") : s.help) + varies;
   });
   command.run = [options, c](const ExecSpace& space) {

@@ -95,7 +95,7 @@ ScheduleSettings schedule_from_json(const nlohmann::json& j, const std::string& 
 std::vector<const Axis*> scheduled_axes(const SearchSpace& space) {
   std::vector<const Axis*> out;
   for (const Axis& a : space.axes) {
-    if (train::setting_scope(a.setting) == "member")
+    if (train::own_setting(train::setting_scope(a.setting)))
       out.push_back(&a);
   }
   return out;

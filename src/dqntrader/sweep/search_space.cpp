@@ -324,15 +324,15 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
     seen.push_back(a.setting);
     if (a.setting == "seed")
       throw InputError(where + "the seeds are given with --seeds");
-    const std::string scope = train::setting_scope(a.setting);
-    if (scope == "sweep") {
+    const train::Scope scope = train::setting_scope(a.setting);
+    if (scope == train::Scope::sweep) {
       throw InputError(where +
                        "every member of a sweep shares this setting (the data, the "
                        "metrics' definitions or the run's mechanics); give it once, as "
                        "--" +
                        a.setting);
     }
-    if (a.range && scope == "population") {
+    if (a.range && scope == train::Scope::population) {
       throw InputError(where +
                        "this setting fixes a population's shapes or loop, so it cannot "
                        "be given per member: give it a list of values (each forms "

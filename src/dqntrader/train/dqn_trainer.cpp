@@ -204,8 +204,9 @@ class EngineImpl final : public DqnTrainer::Engine {
     std::vector<nn::AdamSettings> adam;
     std::vector<std::uint64_t> seeds;
     for (const TrainConfig& m : members) {
-      settings.push_back(member_settings(m, c));
-      adam.push_back(adam_settings(m));
+      const MemberRecords records = member_records(m, c);
+      settings.push_back(records.kernels);
+      adam.push_back(records.adam);
       seeds.push_back(m.seed);
     }
     m_settings_host = settings;
@@ -503,8 +504,9 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_rescheduled[member] = 1;
     // On the host now, on the device before the next step (run_epoch()): one upload however
     // many members a decision changes.
-    m_settings_host[member] = member_settings(settings, config);
-    m_adam->set_settings(member, adam_settings(settings));
+    const MemberRecords records = member_records(settings, config);
+    m_settings_host[member] = records.kernels;
+    m_adam->set_settings(member, records.adam);
     m_settings_changed = true;
     // A recorded cycle holds the soft target updates only when some member makes them: it is
     // recorded again (after a cycle of eager steps) when that changes.

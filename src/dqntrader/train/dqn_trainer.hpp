@@ -3,7 +3,7 @@
 //
 // The members share the shapes (network, batch, environments, replay capacity, episode
 // length, features), the data and the loop (epochs, steps, intervals) and may differ in the
-// rest (train_config.hpp: member_setting_names()). Every device array carries the member as
+// rest (train_config.hpp: a setting's Scope). Every device array carries the member as
 // its outermost index; per-member settings live in small device arrays read by the kernels;
 // every random stream is keyed by (member seed, step, purpose), so member i's numbers do not
 // depend on K or on its neighbours.
@@ -143,7 +143,7 @@ class DqnTrainer {
   /// Member m's settings now: those given, or as set_member last changed them.
   const TrainConfig& member(std::size_t m) const;
   /// Changes member m's settings from its next step on; only its own settings may change
-  /// (member_setting_names(): not its seed, nor its vaccine or probe on or off, and its
+  /// (Scope::learning: not its seed, nor its vaccine or probe on or off, and its
   /// n-step at most the population's largest when it was made). InputError otherwise. The
   /// state (state()) carries the members' settings.
   void set_member(std::size_t m, const TrainConfig& settings);

@@ -50,9 +50,21 @@ std::vector<std::string> split(const std::string& value) {
   return items;
 }
 
+// A setting of the population's scope with no accessors yet.
+Setting blank(const std::string& name, const std::string& help, bool is_list, bool is_flag,
+              bool is_number) {
+  Setting s;
+  s.name = name;
+  s.help = help;
+  s.is_list = is_list;
+  s.is_flag = is_flag;
+  s.is_number = is_number;
+  return s;
+}
+
 template <class T>
 Setting number(const std::string& name, const std::string& help, T& field) {
-  Setting s{name, help, nullptr, nullptr, false, false, true, ""};
+  Setting s = blank(name, help, false, false, true);
   s.get = [&field] {
     if constexpr (std::is_floating_point<T>::value)
       return number_text(field);
@@ -63,14 +75,14 @@ Setting number(const std::string& name, const std::string& help, T& field) {
 }
 
 Setting string(const std::string& name, const std::string& help, std::string& field) {
-  Setting s{name, help, nullptr, nullptr, false, false, false, ""};
+  Setting s = blank(name, help, false, false, false);
   s.get = [&field] { return field; };
   s.set = [&field](const std::string& v) { field = v; };
   return s;
 }
 
 Setting flag(const std::string& name, const std::string& help, bool& field) {
-  Setting s{name, help, nullptr, nullptr, false, true, false, ""};
+  Setting s = blank(name, help, false, true, false);
   s.get = [&field] { return std::string(field ? "true" : "false"); };
   s.set = [name, &field](const std::string& v) {
     if (v == "true" || v == "1")
@@ -86,7 +98,7 @@ Setting flag(const std::string& name, const std::string& help, bool& field) {
 // A step count or "auto" (unset).
 Setting recorded(const std::string& name, const std::string& help,
                  std::optional<std::size_t>& field) {
-  Setting s{name, help, nullptr, nullptr, false, false, false, ""};
+  Setting s = blank(name, help, false, false, false);
   s.get = [&field] { return field ? std::to_string(*field) : std::string("auto"); };
   s.set = [name, &field](const std::string& v) {
     if (v == "auto") {
@@ -99,7 +111,7 @@ Setting recorded(const std::string& name, const std::string& help,
 }
 
 Setting names(const std::string& name, const std::string& help, std::vector<std::string>& field) {
-  Setting s{name, help, nullptr, nullptr, true, false, false, ""};
+  Setting s = blank(name, help, true, false, false);
   s.get = [&field] {
     std::string joined;
     for (const auto& f : field) {
@@ -114,7 +126,7 @@ Setting names(const std::string& name, const std::string& help, std::vector<std:
 }
 
 Setting widths(const std::string& name, const std::string& help, std::vector<std::size_t>& field) {
-  Setting s{name, help, nullptr, nullptr, true, false, true, ""};
+  Setting s = blank(name, help, true, false, true);
   s.get = [&field] {
     std::string joined;
     for (std::size_t w : field)
@@ -139,36 +151,78 @@ std::vector<Setting> table(S&&... settings) {
   return out;
 }
 
+// A member's own number of learning that the training kernels read: into their record's
+// field `to` (member_records()).
+template <class T, class D>
+Setting number(const std::string& name, const std::string& help, T& field, D MemberSettings::*to) {
+  Setting s = number(name, help, field);
+  s.scope = Scope::learning;
+  s.to_kernels = [&field, to](MemberSettings& m) { m.*to = static_cast<D>(field); };
+  return s;
+}
+
+// ... that Adam reads.
+template <class T, class D>
+Setting number(const std::string& name, const std::string& help, T& field,
+               D nn::AdamSettings::*to) {
+  Setting s = number(name, help, field);
+  s.scope = Scope::learning;
+  s.to_adam = [&field, to](nn::AdamSettings& a) { a.*to = static_cast<D>(field); };
+  return s;
+}
+
+// A member's own setting of learning that no record reads as it stands.
+Setting learning(Setting s) {
+  s.scope = Scope::learning;
+  return s;
+}
+
+// A member's own setting of another kind.
+Setting own(Setting s) {
+  s.scope = Scope::member;
+  return s;
+}
+
+// A setting every member of a sweep shares.
+Setting shared(Setting s) {
+  s.scope = Scope::sweep;
+  return s;
+}
+
 }  // namespace
 
 std::vector<Setting> settings(TrainConfig& c) {
-  Setting precision{
-      "precision",
-      "matrix-product arithmetic: fp32, tf32 or bf16 (default bf16 on CUDA, fp32 on OpenMP)",
-      nullptr,
-      nullptr,
-      false,
-      false,
-      false,
-      ""};
+  Setting precision =
+      blank("precision",
+            "matrix-product arithmetic: fp32, tf32 or bf16 (default bf16 on CUDA, fp32 on OpenMP)",
+            false, false, false);
   precision.get = [&c] { return std::string(to_string(c.precision)); };
   precision.documented_default = "bf16 (CUDA), fp32 (OpenMP)";
   precision.set = [&c](const std::string& v) { c.precision = parse_precision(v); };
+  Setting lr_schedule = learning(
+      string("lr-schedule", "learning-rate schedule: constant, linear or cosine", c.lr_schedule));
+  lr_schedule.to_adam = [&c](nn::AdamSettings& a) {
+    a.schedule = nn::parse_schedule(c.lr_schedule);
+  };
   return table(
-      string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market", c.data),
-      string("val-data", "separate validation bar file; empty: the last val-fraction of --data",
-             c.val_data),
-      number("val-fraction", "share of the bars before the test window held out for validation",
-             c.val_fraction),
-      string("test-data",
-             "separate test bar file; empty: the last test-fraction of --val-data, or of --data",
-             c.test_data),
-      number("test-fraction",
-             "share of the bars held out at the end for the test window, evaluated once after "
-             "training (0: none)",
-             c.test_fraction),
-      number("synth-bars", "bars of the built-in synthetic market (seeded by --seed)",
-             c.synth_bars),
+      shared(string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market",
+                    c.data)),
+      shared(string("val-data",
+                    "separate validation bar file; empty: the last val-fraction of --data",
+                    c.val_data)),
+      shared(number("val-fraction",
+                    "share of the bars before the test window held out for validation",
+                    c.val_fraction)),
+      shared(string(
+          "test-data",
+          "separate test bar file; empty: the last test-fraction of --val-data, or of --data",
+          c.test_data)),
+      shared(number("test-fraction",
+                    "share of the bars held out at the end for the test window, evaluated once "
+                    "after training (0: none)",
+                    c.test_fraction)),
+      shared(number("synth-bars", "bars of the built-in synthetic market (seeded by --seed)",
+                    c.synth_bars)),
       names("feature-columns", "extra feature columns, by name (comma-separated)",
             c.feature_columns),
       names("feature-prefix", "extra feature columns, by name prefix (comma-separated)",
@@ -185,27 +239,36 @@ std::vector<Setting> settings(TrainConfig& c) {
       number("episode-length", "bars per episode before an environment resets", c.episode_length),
       number("replay-capacity", "transitions the replay ring holds", c.replay_capacity),
       number("learning-starts", "transitions collected before learning starts", c.learning_starts),
-      number("n-step", "bars summed into each return (n-step returns)", c.n_step),
-      number("gamma", "discount per bar", c.gamma),
-      number("huber-delta", "Huber loss threshold", c.huber_delta),
-      number("epsilon-start", "exploration rate at the first step", c.epsilon_start),
-      number("epsilon-end", "exploration rate after epsilon-steps", c.epsilon_end),
-      number("epsilon-steps", "steps over which epsilon falls linearly", c.epsilon_steps),
+      number("n-step", "bars summed into each return (n-step returns)", c.n_step,
+             &MemberSettings::n_step),
+      number("gamma", "discount per bar", c.gamma, &MemberSettings::gamma),
+      number("huber-delta", "Huber loss threshold", c.huber_delta, &MemberSettings::huber_delta),
+      number("epsilon-start", "exploration rate at the first step", c.epsilon_start,
+             &MemberSettings::epsilon_start),
+      number("epsilon-end", "exploration rate after epsilon-steps", c.epsilon_end,
+             &MemberSettings::epsilon_end),
+      number("epsilon-steps", "steps over which epsilon falls linearly", c.epsilon_steps,
+             &MemberSettings::epsilon_steps),
       number("target-update", "hard target-network update every this many steps (tau = 0)",
-             c.target_update),
-      number("tau", "soft target update rate per step; 0 for hard updates", c.tau),
-      number("reward-scale", "factor on the per-bar net return used as reward", c.reward_scale),
-      number("learning-rate", "Adam learning rate", c.learning_rate),
-      string("lr-schedule", "learning-rate schedule: constant, linear or cosine", c.lr_schedule),
+             c.target_update, &MemberSettings::target_update),
+      number("tau", "soft target update rate per step; 0 for hard updates", c.tau,
+             &MemberSettings::tau),
+      number("reward-scale", "factor on the per-bar net return used as reward", c.reward_scale,
+             &MemberSettings::reward_scale),
+      number("learning-rate", "Adam learning rate", c.learning_rate,
+             &nn::AdamSettings::learning_rate),
+      std::move(lr_schedule),
       number("lr-final-fraction", "final learning rate of linear/cosine, as a fraction",
-             c.lr_final_fraction),
-      number("weight-decay", "decoupled weight decay (AdamW)", c.weight_decay),
-      number("clip-norm", "gradient norm clip; 0: none", c.clip_norm),
-      number("adam-beta1", "Adam beta1", c.adam_beta1),
-      number("adam-beta2", "Adam beta2", c.adam_beta2),
-      number("adam-epsilon", "Adam epsilon", c.adam_epsilon),
-      number("vaccine-interval", "every this many steps, a batch of stress transitions; 0: never",
-             c.vaccine_interval),
+             c.lr_final_fraction, &nn::AdamSettings::final_fraction),
+      number("weight-decay", "decoupled weight decay (AdamW)", c.weight_decay,
+             &nn::AdamSettings::weight_decay),
+      number("clip-norm", "gradient norm clip; 0: none", c.clip_norm, &nn::AdamSettings::clip_norm),
+      number("adam-beta1", "Adam beta1", c.adam_beta1, &nn::AdamSettings::beta1),
+      number("adam-beta2", "Adam beta2", c.adam_beta2, &nn::AdamSettings::beta2),
+      number("adam-epsilon", "Adam epsilon", c.adam_epsilon, &nn::AdamSettings::epsilon),
+      learning(number("vaccine-interval",
+                      "every this many steps, a batch of stress transitions; 0: never",
+                      c.vaccine_interval)),
       number("vaccine-quantile",
              "share of training bars (largest moves, deepest drawdowns) kept as stress bars",
              c.vaccine_quantile),
@@ -214,37 +277,39 @@ std::vector<Setting> settings(TrainConfig& c) {
              c.guard_interval),
       number("guard-limit", "largest magnitude the guard accepts in weights and Q-values",
              c.guard_limit),
-      number("probe-interval", "every this many steps, the causal-intervention probe; 0: never",
-             c.probe_interval),
+      learning(number("probe-interval",
+                      "every this many steps, the causal-intervention probe; 0: never",
+                      c.probe_interval)),
       number("probe-batch", "states in the causal probe batch", c.probe_batch),
-      recorded("graph-steps",
-               "steps recorded into one CUDA graph and replayed (a multiple of the vaccine, guard "
-               "and probe intervals that divides target-update); 0: launch every step's kernels "
-               "one by one; auto: on CUDA the smallest such multiple of at least 50 (0 if none), "
-               "on OpenMP 0",
-               c.graph_steps),
-      number("val-windows", "consecutive walk-forward validation windows", c.val_windows),
-      number("patience", "epochs without a better validation Sharpe before stopping; 0: never",
-             c.patience),
-      number("cost", "fees plus slippage, a fraction of traded notional", c.cost),
-      number("bars-per-year", "A, for annualising (252 daily, 98280 US minute bars)",
-             c.bars_per_year),
-      number("risk-free", "risk-free return per bar", c.risk_free),
-      number("chunk-bars", "bars per network pass in validation", c.chunk_bars),
-      number("seed", "seed of every random choice (data, initialisation, exploration, sampling)",
-             c.seed),
-      string("out", "run directory", c.out),
-      number("checkpoints", "newest checkpoints kept in the run directory (for --resume)",
-             c.checkpoints),
-      number("fault-budget",
-             "consecutive skipped steps or guard restores after which the run stops with "
-             "fault_report.json",
-             c.fault_budget),
-      string("inject-fault",
-             "for testing fault handling: kind@epoch writes NaN into a batch, gradient, weight or "
-             "(from then on) "
-             "every price at that epoch's first step",
-             c.inject_fault));
+      shared(recorded(
+          "graph-steps",
+          "steps recorded into one CUDA graph and replayed (a multiple of the vaccine, guard "
+          "and probe intervals that divides target-update); 0: launch every step's kernels "
+          "one by one; auto: on CUDA the smallest such multiple of at least 50 (0 if none), "
+          "on OpenMP 0",
+          c.graph_steps)),
+      shared(number("val-windows", "consecutive walk-forward validation windows", c.val_windows)),
+      own(number("patience", "epochs without a better validation Sharpe before stopping; 0: never",
+                 c.patience)),
+      shared(number("cost", "fees plus slippage, a fraction of traded notional", c.cost)),
+      shared(number("bars-per-year", "A, for annualising (252 daily, 98280 US minute bars)",
+                    c.bars_per_year)),
+      shared(number("risk-free", "risk-free return per bar", c.risk_free)),
+      shared(number("chunk-bars", "bars per network pass in validation", c.chunk_bars)),
+      own(number("seed",
+                 "seed of every random choice (data, initialisation, exploration, sampling)",
+                 c.seed, &MemberSettings::seed)),
+      own(string("out", "run directory", c.out)),
+      shared(number("checkpoints", "newest checkpoints kept in the run directory (for --resume)",
+                    c.checkpoints)),
+      own(number("fault-budget",
+                 "consecutive skipped steps or guard restores after which the run stops with "
+                 "fault_report.json",
+                 c.fault_budget)),
+      own(string("inject-fault",
+                 "for testing fault handling: kind@epoch writes NaN into a batch, gradient, weight "
+                 "or (from then on) every price at that epoch's first step",
+                 c.inject_fault)));
 }
 
 void validate(const TrainConfig& c) {
@@ -347,61 +412,37 @@ std::size_t recorded_steps(const TrainConfig& c) {
 #endif
 }
 
-const std::vector<std::string>& member_setting_names() {
-  static const std::vector<std::string> names = {
-      "seed",          "learning-rate", "lr-schedule",  "lr-final-fraction", "gamma",
-      "n-step",        "reward-scale",  "huber-delta",  "epsilon-start",     "epsilon-end",
-      "epsilon-steps", "target-update", "tau",          "clip-norm",         "weight-decay",
-      "adam-beta1",    "adam-beta2",    "adam-epsilon", "vaccine-interval",  "probe-interval",
-      "patience",      "fault-budget",  "out",          "inject-fault"};
-  return names;
-}
-
-// A member's own settings that are not of learning: with_learning_settings keeps the same ones.
-const std::vector<std::string>& not_learning_names() {
-  static const std::vector<std::string> names = {"seed", "out", "inject-fault", "patience",
-                                                 "fault-budget"};
-  return names;
+Scope setting_scope(const std::string& name) {
+  // The run directory is a member's own in a population; to a sweep it is the sweep's
+  // directory, in which the sweep names its members'.
+  if (name == "out")
+    return Scope::sweep;
+  TrainConfig config;
+  for (const Setting& s : settings(config)) {
+    if (s.name == name)
+      return s.scope;
+  }
+  return Scope::population;
 }
 
 TrainConfig with_learning_settings(const TrainConfig& own, TrainConfig source) {
-  source.seed = own.seed;
-  source.out = own.out;
-  source.inject_fault = own.inject_fault;
-  source.patience = own.patience;
-  source.fault_budget = own.fault_budget;
+  TrainConfig mine = own;
+  const std::vector<Setting> from = settings(mine);
+  std::vector<Setting> to = settings(source);
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    if (to[i].scope == Scope::member)
+      to[i].set(from[i].get());  // numbers' text reads back exactly
+  }
   return source;
 }
 
 nlohmann::json member_settings_json(TrainConfig config) {
-  const std::vector<std::string>& own = member_setting_names();
-  const std::vector<std::string>& not_learning = not_learning_names();
   nlohmann::json out = nlohmann::json::object();
   for (const Setting& s : settings(config)) {
-    if (std::find(own.begin(), own.end(), s.name) != own.end() &&
-        std::find(not_learning.begin(), not_learning.end(), s.name) == not_learning.end())
+    if (s.scope == Scope::learning)
       out[s.name] = s.get();
   }
   return out;
-}
-
-const std::vector<std::string>& sweep_setting_names() {
-  static const std::vector<std::string> names = {
-      "data",        "val-data",    "val-fraction",  "test-data", "test-fraction",
-      "synth-bars",  "cost",        "bars-per-year", "risk-free", "chunk-bars",
-      "checkpoints", "graph-steps", "val-windows",   "out"};
-  return names;
-}
-
-std::string setting_scope(const std::string& name) {
-  auto in = [&](const std::vector<std::string>& names) {
-    return std::find(names.begin(), names.end(), name) != names.end();
-  };
-  if (name == "out")
-    return "sweep";
-  if (in(member_setting_names()))
-    return "member";
-  return in(sweep_setting_names()) ? "sweep" : "population";
 }
 
 namespace {
@@ -425,10 +466,9 @@ std::size_t shared_interval(const std::vector<TrainConfig>& members, const char*
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> population_settings(TrainConfig config) {
-  const std::vector<std::string>& own = member_setting_names();
   std::vector<std::pair<std::string, std::string>> shared;
   for (const Setting& s : settings(config)) {
-    if (std::find(own.begin(), own.end(), s.name) == own.end())
+    if (!own_setting(s.scope))
       shared.push_back({s.name, s.get()});
   }
   return shared;
@@ -486,35 +526,20 @@ TrainConfig population_config(const std::vector<TrainConfig>& members) {
   return c;
 }
 
-MemberSettings member_settings(const TrainConfig& c, const TrainConfig& population) {
-  MemberSettings s;
-  s.seed = c.seed;
-  s.gamma = c.gamma;
-  s.n_step = c.n_step;
-  s.reward_scale = c.reward_scale;
-  s.huber_delta = c.huber_delta;
-  s.epsilon_start = c.epsilon_start;
-  s.epsilon_end = c.epsilon_end;
-  s.epsilon_steps = static_cast<std::int64_t>(c.epsilon_steps);
-  s.target_update = static_cast<std::int64_t>(c.target_update);
-  s.tau = c.tau;
-  s.vaccine = c.vaccine_interval > 0 && population.vaccine_interval > 0 ? 1 : 0;
-  s.probe = c.probe_interval > 0 && population.probe_interval > 0 ? 1 : 0;
-  return s;
-}
-
-nn::AdamSettings adam_settings(const TrainConfig& c) {
-  nn::AdamSettings adam;
-  adam.learning_rate = static_cast<float>(c.learning_rate);
-  adam.beta1 = static_cast<float>(c.adam_beta1);
-  adam.beta2 = static_cast<float>(c.adam_beta2);
-  adam.epsilon = static_cast<float>(c.adam_epsilon);
-  adam.weight_decay = static_cast<float>(c.weight_decay);
-  adam.clip_norm = static_cast<float>(c.clip_norm);
-  adam.schedule = nn::parse_schedule(c.lr_schedule);
-  adam.schedule_steps = static_cast<std::int64_t>(c.epochs * c.steps_per_epoch);
-  adam.final_fraction = static_cast<float>(c.lr_final_fraction);
-  return adam;
+MemberRecords member_records(const TrainConfig& config, const TrainConfig& population) {
+  TrainConfig c = config;
+  MemberRecords r;
+  for (const Setting& s : settings(c)) {
+    if (s.to_kernels)
+      s.to_kernels(r.kernels);
+    if (s.to_adam)
+      s.to_adam(r.adam);
+  }
+  // What the population's loop decides with the member's own settings.
+  r.kernels.vaccine = c.vaccine_interval > 0 && population.vaccine_interval > 0 ? 1 : 0;
+  r.kernels.probe = c.probe_interval > 0 && population.probe_interval > 0 ? 1 : 0;
+  r.adam.schedule_steps = static_cast<std::int64_t>(c.epochs * c.steps_per_epoch);
+  return r;
 }
 
 eval::BacktestConfig backtest_config(const TrainConfig& c, const std::vector<double>& positions) {

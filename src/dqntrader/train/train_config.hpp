@@ -83,14 +83,25 @@ struct TrainConfig {
   static Precision default_precision();
 };
 
-/// One setting: its name (the flag is --name, the JSON key name), a help line, and how to
-/// read and write it as text.
+/// What may vary between runs trained together: a member's own setting of learning (a
+/// schedule may change it), a member's own setting of another kind (its seed, run directory,
+/// test fault, early stopping and fault budget), one the members of a population share (it
+/// fixes shapes or the loop; a sweep forms a population of each value), or one every member of
+/// a sweep shares (the data, the metrics' definitions, the run's mechanics).
+enum class Scope { learning, member, population, sweep };
+
+/// One setting: its name (the flag is --name, the JSON key name), a help line, how to read
+/// and write it as text, its scope, and, for a member's setting that the training kernels or
+/// Adam read, how it enters their record of the member (member_records()).
 struct Setting {
   std::string name, help;
   std::function<std::string()> get;
   std::function<void(const std::string&)> set;  // throws InputError on a bad value
   bool is_list = false, is_flag = false, is_number = false;
   std::string documented_default;  // for defaults that depend on the build; else get()
+  Scope scope = Scope::population;
+  std::function<void(MemberSettings&)> to_kernels;  // empty: the kernels do not read it
+  std::function<void(nn::AdamSettings&)> to_adam;   // empty: Adam does not read it
 };
 
 /// The shortest text that reads back to the same double (how a setting's number is written).
@@ -108,34 +119,29 @@ void validate(const TrainConfig& config);
 /// where nothing is recorded.
 std::size_t recorded_steps(const TrainConfig& config);
 
-/// The settings a population's members may differ in (the rest fixes shapes or the loop and is
-/// shared): the seed (with --data; on the built-in market it chooses the market too), the
-/// learning rate and its schedule, gamma, n-step, reward scale, Huber delta, the epsilon
+/// The scope settings() declares for a setting (Scope::population for an unknown name).
+/// A population's members may differ in their own settings (Scope::learning and
+/// Scope::member): the seed (with --data; on the built-in market it chooses the market too),
+/// the learning rate and its schedule, gamma, n-step, reward scale, Huber delta, the epsilon
 /// schedule, the target update, clipping, weight decay, Adam's constants, the vaccine and the
 /// probe on or off (an interval of 0, or the population's), early stopping (patience), the
 /// fault budget, the run directory and a test fault.
-const std::vector<std::string>& member_setting_names();
+Scope setting_scope(const std::string& name);
+/// Whether a setting of this scope is a member's own (it may differ within a population).
+inline bool own_setting(Scope scope) {
+  return scope == Scope::learning || scope == Scope::member;
+}
 
-/// A member's own settings of learning (member_setting_names() but its seed, run directory,
-/// test fault, patience and fault budget) as a JSON object of name -> text, as a population's
-/// state records a schedule's changes (apply_settings reads it back).
+/// A member's own settings of learning (Scope::learning) as a JSON object of name -> text, as
+/// a population's state records a schedule's changes (apply_settings reads it back).
 nlohmann::json member_settings_json(TrainConfig config);
-/// source's settings with own's seed, run directory, test fault, patience and fault budget:
-/// what a member of source's population becomes when it takes source's settings of learning.
+/// source's settings with own's settings of Scope::member: what a member of source's
+/// population becomes when it takes source's settings of learning.
 TrainConfig with_learning_settings(const TrainConfig& own, TrainConfig source);
 
-/// The settings a sweep shares by all of its members (the data, the metrics' definitions and
-/// the run's mechanics); a sweep may vary every other setting, those that are not a member's
-/// by forming a population of each value.
-const std::vector<std::string>& sweep_setting_names();
-
-/// What may vary between runs trained together: "member" (within a population), "population"
-/// (between the populations of a sweep) or "sweep" (nothing: shared by every member).
-std::string setting_scope(const std::string& name);
-
 /// The settings of config that the members of one population share (every setting but a
-/// member's own: member_setting_names()), each as its name and its value's text, in the order
-/// of settings(): members alike in these may train as one population.
+/// member's own), each as its name and its value's text, in the order of settings(): members
+/// alike in these may train as one population.
 std::vector<std::pair<std::string, std::string>> population_settings(TrainConfig config);
 
 /// InputError naming the setting and the members when members cannot train as one
@@ -152,9 +158,13 @@ int largest_n_step(const std::vector<TrainConfig>& members);
 /// members use (the nonzero one, or 0 when every member has it off).
 TrainConfig population_config(const std::vector<TrainConfig>& members);
 
-/// What the training kernels read of a member's settings.
-MemberSettings member_settings(const TrainConfig& config, const TrainConfig& population);
-nn::AdamSettings adam_settings(const TrainConfig& config);
+/// What the training kernels and Adam read of a member's settings, from the settings that
+/// declare it (Setting::to_kernels, to_adam) and the population's loop.
+struct MemberRecords {
+  MemberSettings kernels;
+  nn::AdamSettings adam;
+};
+MemberRecords member_records(const TrainConfig& config, const TrainConfig& population);
 
 /// The backtest settings of a run's validation: its cost, annualisation, risk-free rate,
 /// chunking and precision, with the positions the actions stand for.
