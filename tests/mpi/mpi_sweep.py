@@ -13,6 +13,8 @@
    not written again).
 3. Ranks given different output directories (as on file systems they do not share) fail at
    the start with a message naming the problem and leave nothing behind.
+4. The sweep with population based training (--schedule pbt, each population of 2 deciding
+   within itself every epoch) on 2 ranks equals it on one rank bitwise, and members copied.
 
 Runs as root with OpenMPI's consent variables; --oversubscribe lets 2 ranks share 2 cores.
 """
@@ -183,6 +185,20 @@ def main():
              % [p for p in (a, b) if os.path.exists(p)])
     print("mpi_sweep: ranks that do not share the output directory fail at the start, "
           "leaving nothing")
+
+    # 4. Population based training within each population: 2 ranks against 1.
+    pbt = sweep + ["--schedule", "pbt", "--pbt-fraction", "0.5"]
+    one, two = os.path.join(work, "pbt-one"), os.path.join(work, "pbt-two")
+    run_ok(1, pbt + ["--out", one])
+    run_ok(2, pbt + ["--out", two])
+    same_results(one, two, "PBT on 2 ranks against 1")
+    with open(os.path.join(two, "sweep.json")) as f:
+        plan = json.load(f)
+    copies = sum(1 for m in plan["members"] for step in m["result"].get("schedule", [])
+                 if "copied" in step)
+    if copies != 8:  # 4 populations, one copy in each at the ends of epochs 1 and 2
+        fail("PBT recorded %d copies in sweep.json, not 8" % copies)
+    print("mpi_sweep: PBT on 2 ranks equals 1 rank bitwise (%d copies)" % copies)
 
 
 if __name__ == "__main__":
