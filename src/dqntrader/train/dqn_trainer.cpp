@@ -22,6 +22,7 @@
 #include "dqntrader/replay/replay_buffer.hpp"
 #include "dqntrader/replay/vaccine_set.hpp"
 #include "dqntrader/train/causal_probe.hpp"
+#include "dqntrader/train/learning_step.hpp"
 #include "dqntrader/train/td_loss.hpp"
 #include "dqntrader/train/training_guard.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -269,7 +270,7 @@ class EngineImpl final : public DqnTrainer::Engine {
 
     const std::size_t probe_rows = m_probe->rows();
     const std::size_t online_rows = std::max(2 * b + e, probe_rows);
-    m_net = std::make_unique<nn::Mlp<T>>(space, network, c.precision, online_rows, 2 * k, k);
+    m_learn = std::make_unique<LearningStep<T>>(space, network, c.precision, k, b, e, online_rows);
     m_adam = std::make_unique<nn::Adam>(space, nn::MemberVectors{k, p, m_stride}, adam);
     m_guard =
         std::make_unique<TrainingGuard>(space, nn::MemberVectors{k, p, m_stride}, c.guard_limit);
@@ -277,7 +278,6 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_batch = replay::Batch(space, k * b);
     m_states = MatrixBatch<T>(alloc("dqntrader::train::states"), k, 2 * b + e, s);
     m_q_online = MatrixBatch<float>(alloc("dqntrader::train::q"), k, online_rows, a);
-    m_td = std::make_unique<TdLoss>(space, k, b, e, m_net->head_width());
     m_loss = Kokkos::View<LossSums*, DeviceMemory>(alloc("dqntrader::train::loss"), k);
     m_sums = Kokkos::View<LossTotals*, DeviceMemory>(alloc("dqntrader::train::epoch_sums"), k);
     m_probe_sums = Kokkos::View<double**, DeviceMemory>(alloc("dqntrader::train::probe_sums"), k,
@@ -680,20 +680,18 @@ class EngineImpl final : public DqnTrainer::Engine {
     const env::StateSource environments{m_env->bars(), m_env->positions()};
     const gemm::StridedBatch<float> q(m_q_online);
     gemm::StridedBatch<const float> env_q;
-    TdLoss::Partials loss_partials;
     if (ready) {
       // On the side, after the environments' last step and the last backward's reads of the
       // states, which went there too.
       assemble_learning_states(environments);
       m_side.join(m_space);
-      loss_partials =
-          loss(b, m_net->forward_pair(m_space, m_side, pair_weights(), m_states, 2 * b + e, b, b));
+      loss(b);
       env_q = rows_of(gemm::StridedBatch<const float>(q), 2 * b, e);
     } else {
       const gemm::StridedBatch<T> online_states = first_matrices(m_states, k);
       env::assemble_states(m_space, Matrix<const T>(m_features), environments,
                            rows_of(online_states, 0, e));
-      m_net->forward(m_space, online_weights(), online_states, e, rows_of(q, 0, e));
+      m_learn->evaluate(m_space, online_weights(), online_states, e, rows_of(q, 0, e));
       env_q = rows_of(gemm::StridedBatch<const float>(q), 0, e);
     }
     ++m_steps;
@@ -704,28 +702,21 @@ class EngineImpl final : public DqnTrainer::Engine {
       m_side.join(m_space);
       return;
     }
-    // The loss's sums across teams and the heads' bias gradients, beside the heads' backward
-    // pass: Adam, after the side is joined, reads the gradients; the guard reads the sums.
-    m_td->add(m_side.space(), loss_partials, m_net->output_gradient(b, gradients()), m_loss,
-              m_sums);
-    learn(b);  // its backward joins the side: the environments' Q-values are free after it
+    learn();  // its gradients join the side: the environments' Q-values are free after it
     monitor(b);
   }
 
-  // The TD loss of this learning step's batches, through the heads of the online and target
-  // networks on the hidden layers evaluated in step(); it also writes the online Q-values of
-  // every row, the environments' included. Returns its sums across teams, which step() adds
-  // on the side.
-  TdLoss::Partials loss(std::size_t b, const nn::HeadInputs<T>& head) {
-    const TrainConfig& c = config;
+  // The TD loss of this learning step's batches through the online and target networks; it
+  // also writes the online Q-values of every row, the environments' included.
+  void loss(std::size_t b) {
     ++m_learning_steps;
     for (std::size_t m = 0; m < count(); ++m) {
       if (m_faults[m] == "batch")
         write_nan(m_space, m_batch.return_n.data() + m * b, 1);
     }
-    return m_td->compute(m_space, head, 2 * b + c.environments, m_q_online, m_batch,
-                         Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
-                         m_net->output_gradient(b, gradients()));
+    m_learn->loss(m_space, m_side, pair_weights(), m_states, m_batch,
+                  Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings), m_q_online,
+                  gradients());
   }
 
   // Draws the batches of this learning step, from the vaccine set every vaccine_interval-th
@@ -742,10 +733,11 @@ class EngineImpl final : public DqnTrainer::Engine {
                                   environments, m_states);
   }
 
-  // The rest of the learning step, after loss(): backward, Adam, the target networks.
-  void learn(std::size_t b) {
+  // The rest of the learning step, after loss(): the gradients (the loss's sums on the side,
+  // which the guard reads), Adam, the target networks.
+  void learn() {
     const std::size_t p = m_size;
-    m_net->backward(m_space, m_side, online_weights(), b, gradients());
+    m_learn->gradients(m_space, m_side, online_weights(), gradients(), m_loss, m_sums);
     for (std::size_t m = 0; m < count(); ++m) {
       if (m_faults[m] == "gradient")
         write_nan(m_space, m_grads.data() + m * m_stride, 1);
@@ -784,7 +776,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     if (c.probe_interval > 0 &&
         m_learning_steps % static_cast<std::int64_t>(c.probe_interval) == 0) {
       const std::size_t rows = m_probe->rows();
-      m_net->forward(m_space, online_weights(), m_probe->states(), rows, rows_of(q, 0, rows));
+      m_learn->evaluate(m_space, online_weights(), m_probe->states(), rows, rows_of(q, 0, rows));
       m_probe->accumulate(m_space, rows_of(gemm::StridedBatch<const float>(q), 0, rows), m_settings,
                           m_probe_sums);
       ++m_probes_this_epoch;
@@ -814,7 +806,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<replay::ReplayBuffer> m_replay;
   std::unique_ptr<replay::VaccineSet> m_vaccine;
   std::unique_ptr<CausalProbe<T>> m_probe;
-  std::unique_ptr<nn::Mlp<T>> m_net;  // every member's online network, and the targets with them
+  std::unique_ptr<LearningStep<T>> m_learn;
   std::unique_ptr<nn::Adam> m_adam;
   std::unique_ptr<TrainingGuard> m_guard;
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
@@ -823,7 +815,6 @@ class EngineImpl final : public DqnTrainer::Engine {
   // its target).
   gemm::StridedBatch<T> m_states;
   MatrixBatch<float> m_q_online;  // each member's online network's Q-values
-  std::unique_ptr<TdLoss> m_td;
   Kokkos::View<LossSums*, DeviceMemory> m_loss;
   Kokkos::View<LossTotals*, DeviceMemory> m_sums;  // the epoch's, read once per epoch
   Kokkos::View<double**, DeviceMemory> m_probe_sums;
