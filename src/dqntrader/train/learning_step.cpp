@@ -1,15 +1,85 @@
 #include "dqntrader/train/learning_step.hpp"
 
-namespace dqntrader::train {
+#include <type_traits>
+
+#include "backends/gemm.hpp"
+#include "dqntrader/core/error.hpp"
+
+#if defined(DQNTRADER_BACKEND_CUDA)
+#include "backends/cuda/fused_step.hpp"
+#endif
+
+namespace dqntrader {
+
+namespace train {
+
+namespace {
+
+#if defined(DQNTRADER_BACKEND_CUDA)
+// The fused kernels' description of the networks of spec (hidden beyond fused::kMaxHidden
+// when they have more layers than it takes).
+fused::Shape fused_shape(const nn::NetworkSpec& spec) {
+  const nn::ParameterLayout layout(spec);
+  fused::Shape shape;
+  shape.hidden = static_cast<int>(layout.hidden_layers());
+  if (shape.hidden > fused::kMaxHidden)
+    return shape;
+  for (std::size_t l = 0; l < layout.layers(); ++l) {
+    shape.inputs[l] = static_cast<int>(layout.weight(l).rows);
+    shape.outputs[l] = static_cast<int>(layout.weight(l).cols);
+    shape.weight[l] = layout.weight(l).offset;
+    shape.bias[l] = layout.bias(l).offset;
+  }
+  shape.size = layout.size();
+  shape.dueling = spec.dueling;
+  return shape;
+}
+#endif
+
+}  // namespace
+
+bool fused_takes(const nn::NetworkSpec& spec, Precision precision) {
+#if defined(DQNTRADER_BACKEND_CUDA)
+  return precision == Precision::bf16 && fused::takes(fused_shape(spec));
+#else
+  (void)spec;
+  (void)precision;
+  return false;
+#endif
+}
+
+std::string describe(LearningPath path) {
+  return path == LearningPath::fused ? "fused narrow MLP"
+                                     : "batched products (" + gemm::library_description() + ")";
+}
 
 template <class T>
 LearningStep<T>::LearningStep(const ExecSpace& space, const nn::NetworkSpec& spec,
                               Precision precision, std::size_t members, std::size_t batch_size,
-                              std::size_t environments, std::size_t max_rows)
-    : m_batch_size(batch_size),
+                              std::size_t environments, std::size_t max_rows, LearningPath path)
+    : m_path(path),
+      m_batch_size(batch_size),
       m_environments(environments),
-      m_net(space, spec, precision, max_rows, 2 * members, members),
-      m_td(space, members, batch_size, environments, m_net.head_width()) {}
+      m_net(space, spec, precision, max_rows, path == LearningPath::fused ? members : 2 * members,
+            members) {
+  if (path == LearningPath::products) {
+    m_td = std::make_unique<TdLoss>(space, members, batch_size, environments, m_net.head_width());
+    return;
+  }
+  if (!fused_takes(spec, precision)) {
+    throw InputError(
+        "learning-path fused: it trains on CUDA in bf16 networks of 1 to 4 hidden "
+        "layers at most 128 wide, not a " +
+        nn::describe(spec) + " network in " + to_string(precision));
+  }
+#if defined(DQNTRADER_BACKEND_CUDA)
+  m_fused =
+      std::make_unique<fused::Step>(space, fused_shape(spec), members, batch_size, environments);
+#endif
+}
+
+template <class T>
+LearningStep<T>::~LearningStep() = default;
 
 template <class T>
 void LearningStep<T>::evaluate(const ExecSpace& space, const nn::Weights<T>& online,
@@ -25,9 +95,29 @@ void LearningStep<T>::loss(const ExecSpace& space, const exec::SideStream& side,
                            const Kokkos::View<const MemberSettings*, DeviceMemory>& settings,
                            const gemm::StridedBatch<float>& q, const nn::Gradients& grads) {
   const std::size_t b = m_batch_size, rows = 2 * b + m_environments;
+#if defined(DQNTRADER_BACKEND_CUDA)
+  if constexpr (std::is_same<T, bf16>::value) {
+    if (m_path == LearningPath::fused) {
+      fused::Inputs in;
+      in.working = pair.working.data();
+      in.master = pair.master.data();
+      in.stride = pair.stride;
+      in.states = states.data();
+      in.state_member = states.stride(0);
+      in.state_row = states.stride(1);
+      in.action = batch.action.data();
+      in.return_n = batch.return_n.data();
+      in.discount = batch.discount.data();
+      in.settings = settings.data();
+      m_fused->loss(space, in, q.data(), q.stride(0), q.stride(1));
+      return;
+    }
+  }
+#endif
   // The hidden layers of both networks; the TD loss evaluates the heads on the rows it reads.
   const nn::HeadInputs<T> head = m_net.forward_pair(space, side, pair, states, rows, b, b);
-  m_partials = m_td.compute(space, head, rows, q, batch, settings, m_net.output_gradient(b, grads));
+  m_partials =
+      m_td->compute(space, head, rows, q, batch, settings, m_net.output_gradient(b, grads));
 }
 
 template <class T>
@@ -35,14 +125,27 @@ void LearningStep<T>::gradients(const ExecSpace& space, const exec::SideStream& 
                                 const nn::Weights<T>& online, const nn::Gradients& grads,
                                 const Kokkos::View<LossSums*, DeviceMemory>& sums,
                                 const Kokkos::View<LossTotals*, DeviceMemory>& totals) {
+#if defined(DQNTRADER_BACKEND_CUDA)
+  if (m_path == LearningPath::fused) {
+    static_assert(
+        sizeof(LossSums) == 3 * sizeof(double) && sizeof(LossTotals) == 3 * sizeof(double),
+        "the fused step writes the sums as three doubles a member");
+    m_fused->gradients(space, grads.values.data(), grads.stride,
+                       reinterpret_cast<double*>(sums.data()),
+                       reinterpret_cast<double*>(totals.data()));
+    side.join(space);
+    return;
+  }
+#endif
   // The loss's sums across teams and the heads' bias gradients on the side, beside the
   // heads' backward pass (Mlp::backward joins the side at its end).
   const std::size_t b = m_batch_size;
-  m_td.add(side.space(), m_partials, m_net.output_gradient(b, grads), sums, totals);
+  m_td->add(side.space(), m_partials, m_net.output_gradient(b, grads), sums, totals);
   m_net.backward(space, side, online, b, grads);
 }
 
 template class LearningStep<float>;
 template class LearningStep<bf16>;
 
-}  // namespace dqntrader::train
+}  // namespace train
+}  // namespace dqntrader

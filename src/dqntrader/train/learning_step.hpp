@@ -1,11 +1,12 @@
 // The network work of a learning step for every member of a population, as the trainer asks
 // for it: the online networks and their targets on the step's states, the double-DQN TD loss
 // (td_loss.hpp) with the online Q-values of every row, and the gradient of every member's
-// online parameters. The trainer does not see how: today one batched product per layer
-// (nn::Mlp) around the loss's kernel, the passes split between the main and the side stream.
+// online parameters. The trainer does not see how; there are two paths (LearningPath).
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <string>
 
 #include "backends/execution.hpp"
 #include "dqntrader/core/member_settings.hpp"
@@ -14,16 +15,38 @@
 #include "dqntrader/replay/replay_buffer.hpp"
 #include "dqntrader/train/td_loss.hpp"
 
-namespace dqntrader::train {
+namespace dqntrader {
+#if defined(DQNTRADER_BACKEND_CUDA)
+namespace fused {
+class Step;
+}
+#endif
+
+namespace train {
+
+/// How a learning step computes. products: one batched product a layer (nn::Mlp: cuBLASLt on
+/// CUDA, the host's BLAS on OpenMP) around the TD loss's kernel, the passes split between the
+/// main and the side stream; every shape, precision and backend. fused: two kernels with the
+/// products on the tensor cores and a chunk's activations on chip (backends/cuda/
+/// fused_step.hpp); on CUDA in bf16, for networks of 1 to 4 hidden layers at most 128 wide and
+/// a state of at most 128 values.
+enum class LearningPath { products, fused };
+
+/// Whether the fused path takes networks of spec in this precision (on this build and device).
+bool fused_takes(const nn::NetworkSpec& spec, Precision precision);
+/// "fused narrow MLP", or "batched products (" the product library ")".
+std::string describe(LearningPath path);
 
 template <class T>
 class LearningStep {
  public:
   /// For members networks of spec, batches of batch_size samples, environments further rows
-  /// a learning step evaluates, and up to max_rows rows of states in evaluate().
+  /// a learning step evaluates, and up to max_rows rows of states in evaluate(); on path
+  /// (InputError when fused does not take the networks).
   LearningStep(const ExecSpace& space, const nn::NetworkSpec& spec, Precision precision,
                std::size_t members, std::size_t batch_size, std::size_t environments,
-               std::size_t max_rows);
+               std::size_t max_rows, LearningPath path = LearningPath::products);
+  ~LearningStep();
   LearningStep(const LearningStep&) = delete;
   LearningStep& operator=(const LearningStep&) = delete;
 
@@ -51,12 +74,20 @@ class LearningStep {
                  const Kokkos::View<LossTotals*, DeviceMemory>& totals);
 
   const nn::ParameterLayout& layout() const { return m_net.layout(); }
+  LearningPath path() const { return m_path; }
 
  private:
+  LearningPath m_path;
   std::size_t m_batch_size, m_environments;
-  nn::Mlp<T> m_net;  // every member's online network, and the targets with them
-  TdLoss m_td;
-  TdLoss::Partials m_partials;  // the last loss()'s sums across teams
+  // evaluate()'s networks; on the products path every member's online network and the
+  // targets with them, and their backward pass.
+  nn::Mlp<T> m_net;
+  std::unique_ptr<TdLoss> m_td;  // products
+  TdLoss::Partials m_partials;   // products: the last loss()'s sums across teams
+#if defined(DQNTRADER_BACKEND_CUDA)
+  std::unique_ptr<fused::Step> m_fused;
+#endif
 };
 
-}  // namespace dqntrader::train
+}  // namespace train
+}  // namespace dqntrader

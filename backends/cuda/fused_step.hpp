@@ -1,0 +1,88 @@
+// The learning step of narrow networks on CUDA in two kernels, for every member of a
+// population at once (train::LearningStep chooses it: bf16, every hidden layer at most
+// kMaxWidth wide). The first kernel takes, per member and chunk of its batch, the target
+// network on the next states s', the online network on s', on a share of the environments'
+// states and on the states s, the double-DQN TD loss and the backward chain to every layer's
+// weight gradient, with the chunk's activations and one network's weights in shared memory and
+// every product on the tensor cores (mma.sync, bf16 operands, float accumulation). It writes
+// the online Q-values of every row and each chunk's gradient and sums apart. The second kernel
+// adds the chunks' parts in a fixed order into the gradient and the loss's sums: no atomics, so
+// the same inputs give the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dqntrader/core/bf16.hpp"
+#include "dqntrader/core/member_settings.hpp"
+#include "dqntrader/core/types.hpp"
+
+namespace dqntrader::fused {
+
+constexpr int kMaxHidden = 4;   // hidden layers
+constexpr int kMaxWidth = 128;  // a hidden layer's units, and the state's values
+constexpr int kMaxHead = 8;     // the head's outputs
+
+/// A network's shape and where each layer lies in a member's parameter vector (the layout of
+/// nn::ParameterLayout: layer l's weight [inputs x outputs] row-major, then its bias; layer
+/// `hidden` is the head, whose outputs are the actions, plus the value first when dueling).
+struct Shape {
+  int hidden = 0;
+  int inputs[kMaxHidden + 1] = {}, outputs[kMaxHidden + 1] = {};
+  std::size_t weight[kMaxHidden + 1] = {}, bias[kMaxHidden + 1] = {};
+  std::size_t size = 0;  // parameters of one network
+  bool dueling = false;
+};
+
+/// Whether Step takes networks of this shape: 1 to kMaxHidden hidden layers, a state and
+/// hidden layers of at most kMaxWidth values, a head of at most kMaxHead outputs.
+bool takes(const Shape& shape);
+
+/// What a step reads: the networks (bf16 working copies, member m's online network at m *
+/// stride values, its target at (M + m) * stride; the heads' biases from the float master
+/// copy, laid out alike), the states (member m's row r at m * state_member + r * state_row:
+/// rows [0, B) s, [B, 2B) s', [2B, 2B + E) the environments'), the batch (entry m B + i) and
+/// each member's Huber threshold.
+struct Inputs {
+  const bf16* working = nullptr;
+  const float* master = nullptr;
+  std::size_t stride = 0;
+  const bf16* states = nullptr;
+  std::size_t state_member = 0, state_row = 0;
+  const std::int8_t* action = nullptr;
+  const float* return_n = nullptr;
+  const float* discount = nullptr;
+  const MemberSettings* settings = nullptr;
+};
+
+class Step {
+ public:
+  /// For members networks of shape (takes(shape)), batches of batch samples and environments
+  /// further rows; sizes the chunks for the device and allocates their parts.
+  Step(const ExecSpace& space, const Shape& shape, std::size_t members, std::size_t batch,
+       std::size_t environments);
+
+  /// The first kernel: Q_online of every row into q (member m's row r, action a at m *
+  /// q_member + r * q_row + a) and every chunk's parts.
+  void loss(const ExecSpace& space, const Inputs& in, float* q, std::size_t q_member,
+            std::size_t q_row) const;
+
+  /// The second kernel, after loss(): member m's gradient of its mean loss at m * grad_stride
+  /// into grads; its batch's sums (loss, Q, 1 when every value was finite) at 3 m into sums,
+  /// and the loss, Q and one batch added to the totals at 3 m.
+  void gradients(const ExecSpace& space, float* grads, std::size_t grad_stride, double* sums,
+                 double* totals) const;
+
+  /// The batch's samples a chunk takes.
+  int rows() const { return m_rows; }
+
+ private:
+  Shape m_shape;
+  std::size_t m_members, m_batch, m_environments;
+  int m_rows = 0, m_chunks = 0, m_threads = 0;
+  std::size_t m_shared = 0;                            // bytes of shared memory a chunk takes
+  Kokkos::View<float*, DeviceMemory> m_partials;       // [member][chunk][parameter]
+  Kokkos::View<double*, DeviceMemory> m_partial_sums;  // [member][chunk][sum]
+};
+
+}  // namespace dqntrader::fused

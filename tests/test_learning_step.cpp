@@ -1,0 +1,271 @@
+// The learning step's paths (train/learning_step.hpp). On CUDA the fused path against the
+// products path on the same state: every member's online Q-values, loss sums and gradient, for
+// hidden widths 32, 64 and 128, one and two hidden layers, dueling on and off, populations of
+// 1, 7 and 64 members and batches of 256 and 100 samples (100: not a multiple of any chunk).
+// Both paths keep activations, output gradients and layer gradients in bf16 and accumulate in
+// float; they differ in the order of the sums, so an activation may round to the neighbouring
+// bf16 (a relative 2^-8) on one path and not the other. The bounds below are stated in those
+// terms. The online heads are biased so that each member's greedy next action leads by a wide
+// margin (a different action for different members): a near tie would let one rounding pick
+// another target, a difference of a whole sample that says nothing about either path.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/execution.hpp"
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/nn/network_spec.hpp"
+#include "dqntrader/train/learning_step.hpp"
+#include "test_support.hpp"
+
+namespace dqntrader {
+namespace {
+
+using train::LearningPath;
+
+// On every backend: the fused path trains only what it takes, and says so.
+TEST(LearningStep, TheFusedPathTakesOnlyNarrowBf16NetworksOnCuda) {
+  nn::NetworkSpec spec;
+  spec.features = 21;
+  spec.hidden = {128, 128};
+  const bool cuda = std::string(gemm::backend_name()) == "cuda";
+  EXPECT_EQ(train::fused_takes(spec, Precision::bf16), cuda);
+  EXPECT_FALSE(train::fused_takes(spec, Precision::fp32));
+  spec.hidden = {129};
+  EXPECT_FALSE(train::fused_takes(spec, Precision::bf16));
+  spec.hidden = {64, 64, 64, 64, 64};
+  EXPECT_FALSE(train::fused_takes(spec, Precision::bf16));
+  spec.hidden = {512, 512};
+  exec::StreamSpace stream;
+  try {
+    train::LearningStep<float> step(stream.space(), spec, Precision::fp32, 1, 32, 4, 68,
+                                    LearningPath::fused);
+    ADD_FAILURE() << "the fused path took a 512-wide fp32 network";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("learning-path fused"), std::string::npos) << e.what();
+  }
+}
+
+#if defined(DQNTRADER_BACKEND_CUDA)
+
+struct Case {
+  std::vector<std::size_t> hidden;
+  bool dueling;
+  std::size_t members, batch;
+};
+
+// One learning step's inputs on the device, drawn from rng.
+struct Inputs {
+  nn::NetworkSpec spec;
+  std::size_t k = 0, b = 0, e = 0, stride = 0;
+  Kokkos::View<float*, DeviceMemory> master;
+  Kokkos::View<bf16*, DeviceMemory> working;
+  MatrixBatch<bf16> states;
+  replay::Batch batch;
+  Kokkos::View<MemberSettings*, DeviceMemory> settings;
+};
+
+Inputs draw(const ExecSpace& space, const Case& c, std::mt19937_64& rng) {
+  Inputs in;
+  in.spec.features = 21;
+  in.spec.hidden = c.hidden;
+  in.spec.dueling = c.dueling;
+  in.k = c.members;
+  in.b = c.batch;
+  in.e = 24;
+  const nn::ParameterLayout layout(in.spec);
+  const std::size_t p = layout.size(), actions = in.spec.actions;
+  in.stride = (p + 127) / 128 * 128;
+  std::vector<float> master(2 * in.k * in.stride, 0.0f);
+  for (std::size_t set = 0; set < 2 * in.k; ++set) {
+    const std::vector<float> values = nn::initial_parameters(layout, rng());
+    std::copy(values.begin(), values.end(), master.begin() + set * in.stride);
+  }
+  const std::size_t head = layout.layers() - 1;
+  for (std::size_t m = 0; m < in.k; ++m) {
+    const std::size_t leader = (c.dueling ? 1 : 0) + m % actions;
+    master[m * in.stride + layout.bias(head).offset + leader] += 3.0f;
+  }
+  std::vector<bf16> working(master.size());
+  for (std::size_t i = 0; i < master.size(); ++i)
+    working[i] = to_bf16(master[i]);
+  in.master = testing::upload(master);
+  in.working = testing::upload(working);
+
+  const std::size_t rows = 2 * in.b + in.e, s = in.spec.state_size();
+  std::uniform_real_distribution<float> state(-1.5f, 1.5f);
+  in.states = MatrixBatch<bf16>("test::states", in.k, rows, s);
+  auto states = Kokkos::create_mirror_view(in.states);
+  for (std::size_t m = 0; m < in.k; ++m) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t j = 0; j < s; ++j)
+        states(m, r, j) = to_bf16(state(rng));
+    }
+  }
+  Kokkos::deep_copy(in.states, states);
+
+  in.batch = replay::Batch(space, in.k * in.b);
+  std::uniform_int_distribution<int> action(0, static_cast<int>(actions) - 1);
+  std::normal_distribution<float> reward(0.0f, 0.7f);
+  std::uniform_real_distribution<float> discount(0.5f, 0.99f);
+  auto taken = Kokkos::create_mirror_view(in.batch.action);
+  auto returns = Kokkos::create_mirror_view(in.batch.return_n);
+  auto discounts = Kokkos::create_mirror_view(in.batch.discount);
+  for (std::size_t i = 0; i < in.k * in.b; ++i) {
+    taken(i) = static_cast<std::int8_t>(action(rng));
+    returns(i) = reward(rng);
+    discounts(i) = discount(rng);
+  }
+  Kokkos::deep_copy(in.batch.action, taken);
+  Kokkos::deep_copy(in.batch.return_n, returns);
+  Kokkos::deep_copy(in.batch.discount, discounts);
+
+  std::vector<MemberSettings> settings(in.k);
+  std::uniform_real_distribution<double> delta(0.2, 2.0);  // both sides of the Huber threshold
+  for (MemberSettings& m : settings)
+    m.huber_delta = delta(rng);
+  in.settings = testing::upload(settings);
+  space.fence();
+  return in;
+}
+
+struct Outputs {
+  std::vector<float> q, grads;
+  std::vector<train::LossSums> sums;
+  std::vector<train::LossTotals> totals;
+};
+
+Outputs step(const ExecSpace& space, const Inputs& in, LearningPath path) {
+  const std::size_t rows = 2 * in.b + in.e, n = in.k * in.stride;
+  train::LearningStep<bf16> learning(space, in.spec, Precision::bf16, in.k, in.b, in.e, rows, path);
+  EXPECT_EQ(learning.path(), path);
+  exec::SideStream side;
+  MatrixBatch<float> q("test::q", in.k, rows, in.spec.actions);
+  Kokkos::View<float*, DeviceMemory> grads("test::grads", n);
+  Kokkos::View<train::LossSums*, DeviceMemory> sums("test::sums", in.k);
+  Kokkos::View<train::LossTotals*, DeviceMemory> totals("test::totals", in.k);
+  const nn::Weights<bf16> pair{in.working, in.master, in.k, in.stride};
+  const nn::Weights<bf16> online{Kokkos::subview(in.working, std::make_pair(std::size_t{0}, n)),
+                                 Kokkos::subview(in.master, std::make_pair(std::size_t{0}, n)),
+                                 in.k, in.stride};
+  const nn::Gradients g{grads, in.k, in.stride};
+  learning.loss(space, side, pair, in.states, in.batch,
+                Kokkos::View<const MemberSettings*, DeviceMemory>(in.settings), q, g);
+  side.fork(space);
+  learning.gradients(space, side, online, g, sums, totals);
+  space.fence();
+  Outputs out;
+  auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+  out.q.assign(q_host.data(), q_host.data() + q_host.size());
+  out.grads = testing::download(grads);
+  out.sums = testing::download(sums);
+  out.totals = testing::download(totals);
+  return out;
+}
+
+// The largest of |a - b| / scale over values, with scale the largest |b| (at least floor).
+double worst(const float* a, const float* b, std::size_t count, double floor) {
+  double scale = floor, diff = 0.0;
+  for (std::size_t i = 0; i < count; ++i) {
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
+  return diff / scale;
+}
+
+// ||a - b|| / ||b|| over values.
+double relative_norm(const float* a, const float* b, std::size_t count) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < count; ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+TEST(LearningStep, TheFusedStepEqualsTheProductsStepWithinBf16Rounding) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  exec::StreamSpace stream;
+  const ExecSpace& space = stream.space();
+  // Bounds: Q within 2% of the member's largest |Q| (a few bf16 steps through two layers); the
+  // loss's sums within 1%; each tensor's gradient within 2% in norm and 5% of its largest value
+  // at any one element.
+  constexpr double kQ = 0.02, kLoss = 0.01, kNorm = 0.02, kElement = 0.05;
+  double seen_q = 0.0, seen_loss = 0.0, seen_norm = 0.0, seen_element = 0.0;
+  int cases = 0;
+  for (std::size_t width : {32, 64, 128}) {
+    for (std::size_t layers : {1, 2}) {
+      for (bool dueling : {false, true}) {
+        for (std::size_t members : {1, 7, 64}) {
+          for (std::size_t batch : {256, 100}) {
+            const Case c{std::vector<std::size_t>(layers, width), dueling, members, batch};
+            SCOPED_TRACE("width " + std::to_string(width) + " x " + std::to_string(layers) +
+                         (dueling ? " dueling" : "") + ", " + std::to_string(members) +
+                         " members, batch " + std::to_string(batch));
+            const Inputs in = draw(space, c, rng);
+            const Outputs fused = step(space, in, LearningPath::fused);
+            const Outputs products = step(space, in, LearningPath::products);
+            ++cases;
+            const nn::ParameterLayout layout(in.spec);
+            const std::size_t rows = 2 * in.b + in.e, a = in.spec.actions;
+            for (std::size_t m = 0; m < in.k; ++m) {
+              const std::size_t at = m * rows * a;
+              const double q = worst(&fused.q[at], &products.q[at], rows * a, 1e-3);
+              seen_q = std::max(seen_q, q);
+              EXPECT_LE(q, kQ) << "member " << m << ": Q";
+              const train::LossSums& f = fused.sums[m];
+              const train::LossSums& r = products.sums[m];
+              const double loss = std::fabs(f.loss - r.loss) / std::max(std::fabs(r.loss), 1e-6);
+              seen_loss = std::max(seen_loss, loss);
+              EXPECT_LE(loss, kLoss) << "member " << m << ": loss " << f.loss << " " << r.loss;
+              // The batch's sum of Q(s, a) may nearly cancel: against the sum of |Q| instead.
+              double scale = 0.0;
+              for (std::size_t i = 0; i < in.b * a; ++i)
+                scale += std::fabs(products.q[at + i]);
+              EXPECT_LE(std::fabs(f.q - r.q), kLoss * scale) << "member " << m << ": Q sum";
+              EXPECT_EQ(f.finite, 1.0);
+              EXPECT_EQ(r.finite, 1.0);
+              EXPECT_EQ(fused.totals[m].batches, 1.0);
+              EXPECT_EQ(fused.totals[m].loss, f.loss);
+              EXPECT_EQ(fused.totals[m].q, f.q);
+              for (std::size_t l = 0; l < layout.layers(); ++l) {
+                for (const nn::Tensor* t : {&layout.weight(l), &layout.bias(l)}) {
+                  const std::size_t first = m * in.stride + t->offset;
+                  const double norm =
+                      relative_norm(&fused.grads[first], &products.grads[first], t->size());
+                  const double element =
+                      worst(&fused.grads[first], &products.grads[first], t->size(), 1e-12);
+                  seen_norm = std::max(seen_norm, norm);
+                  seen_element = std::max(seen_element, element);
+                  EXPECT_LE(norm, kNorm) << "member " << m << ": " << t->name;
+                  EXPECT_LE(element, kElement) << "member " << m << ": " << t->name;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  RecordProperty("cases", cases);
+  RecordProperty("worst_q", std::to_string(seen_q));
+  RecordProperty("worst_loss", std::to_string(seen_loss));
+  RecordProperty("worst_gradient_norm", std::to_string(seen_norm));
+  RecordProperty("worst_gradient_element", std::to_string(seen_element));
+  std::printf(
+      "fused against products over %d cases: Q %.2e, loss %.2e, gradient norm %.2e, "
+      "element %.2e (of the largest)\n",
+      cases, seen_q, seen_loss, seen_norm, seen_element);
+}
+
+#endif
+
+}  // namespace
+}  // namespace dqntrader
