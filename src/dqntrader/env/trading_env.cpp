@@ -5,7 +5,6 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/random.hpp"
 #include "dqntrader/core/team_sum.hpp"
-#include "dqntrader/io/view_sections.hpp"
 
 namespace dqntrader::env {
 
@@ -41,16 +40,10 @@ TradingEnv::TradingEnv(const ExecSpace& space, const replay::RewardModel& reward
   start(space, m_bar, m_age, m_position, settings);
 }
 
-void TradingEnv::save(std::vector<io::Section>& out) const {
-  io::save(out, "env_bar", m_bar);
-  io::save(out, "env_age", m_age);
-  io::save(out, "env_position", m_position);
-}
-
-void TradingEnv::load(const std::vector<io::Section>& sections, const std::string& source) const {
-  io::load(sections, "env_bar", m_bar, source);
-  io::load(sections, "env_age", m_age, source);
-  io::load(sections, "env_position", m_position, source);
+void TradingEnv::add_buffers(io::MemberBuffers& buffers) const {
+  buffers.add_blocks("env_bar", m_bar);
+  buffers.add_blocks("env_age", m_age);
+  buffers.add_blocks("env_position", m_position);
 }
 
 void TradingEnv::step(const ExecSpace& space, const gemm::StridedBatch<const float>& q,

@@ -10,13 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <string>
-#include <vector>
-
 #include "backends/gemm.hpp"
 #include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/types.hpp"
-#include "dqntrader/io/checkpoint_file.hpp"
+#include "dqntrader/io/member_buffers.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
 #include "dqntrader/replay/vaccine_set.hpp"
 
@@ -65,9 +62,9 @@ class TradingEnv {
             const Kokkos::View<std::int64_t*, DeviceMemory>& step,
             const Kokkos::View<const int*, DeviceMemory>& active = {}) const;
 
-  /// The environments' state as checkpoint sections, and back.
-  void save(std::vector<io::Section>& out) const;
-  void load(const std::vector<io::Section>& sections, const std::string& source) const;
+  /// Adds the environments' state to a checkpoint's buffers (member m's E values of each
+  /// from m * E).
+  void add_buffers(io::MemberBuffers& buffers) const;
 
  private:
   replay::RewardModel m_rewards;

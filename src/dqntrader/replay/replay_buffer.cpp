@@ -39,6 +39,15 @@ ReplayBuffer::ReplayBuffer(const ExecSpace& space,
   m_ring.last = Kokkos::View<std::uint8_t*, DeviceMemory>(alloc("dqntrader::replay::last"), all);
 }
 
+void ReplayBuffer::add_buffers(io::MemberBuffers& buffers) const {
+  buffers.add_blocks("replay_bar", m_ring.bar);
+  buffers.add_blocks("replay_position", m_ring.position);
+  buffers.add_blocks("replay_action", m_ring.action);
+  buffers.add_blocks("replay_reward", m_ring.reward);
+  buffers.add_blocks("replay_last", m_ring.last);
+  buffers.add_blocks("replay_total", m_total);
+}
+
 ReplaySampler ReplayBuffer::sampler(
     const Kokkos::View<const std::int64_t*, DeviceMemory>& draw) const {
   return ReplaySampler{m_ring,

@@ -13,6 +13,7 @@
 #include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/random.hpp"
 #include "dqntrader/core/types.hpp"
+#include "dqntrader/io/member_buffers.hpp"
 
 namespace dqntrader::replay {
 
@@ -127,6 +128,8 @@ class ReplayBuffer {
   std::size_t members() const { return m_members.extent(0); }
   /// Transitions written so far, per member (device counters).
   Kokkos::View<std::int64_t*, DeviceMemory> total() const { return m_total; }
+  /// Adds the rings and the totals to a checkpoint's buffers.
+  void add_buffers(io::MemberBuffers& buffers) const;
 
   /// The sampler of each member's draw(m)-th batch (see ReplaySampler).
   ReplaySampler sampler(const Kokkos::View<const std::int64_t*, DeviceMemory>& draw) const;

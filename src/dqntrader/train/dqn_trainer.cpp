@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 
 #include "backends/execution.hpp"
@@ -16,13 +17,15 @@
 #include "dqntrader/env/states.hpp"
 #include "dqntrader/env/trading_env.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
-#include "dqntrader/io/view_sections.hpp"
+#include "dqntrader/io/member_buffers.hpp"
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
 #include "dqntrader/replay/vaccine_set.hpp"
 #include "dqntrader/train/causal_probe.hpp"
+#include "dqntrader/train/injected_faults.hpp"
 #include "dqntrader/train/learning_step.hpp"
+#include "dqntrader/train/member_networks.hpp"
 #include "dqntrader/train/td_loss.hpp"
 #include "dqntrader/train/training_guard.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -35,59 +38,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// The target networks' updates that are due, each with its working copy, member m's vectors
-// of n values at m * stride: with soft, every active member with tau > 0 gets target = tau *
-// online + (1 - tau) * target; without, every active member with hard updates whose period
-// divides learning_steps gets target = online. Each member updated gets changed(m) = 1 (the
-// guard's flag).
-template <class T>
-void update_targets(const ExecSpace& space,
-                    const Kokkos::View<const MemberSettings*, DeviceMemory>& m,
-                    const Kokkos::View<const int*, DeviceMemory>& active,
-                    const Kokkos::View<const float*, DeviceMemory>& online,
-                    const Kokkos::View<float*, DeviceMemory>& target,
-                    const Kokkos::View<T*, DeviceMemory>& working, std::size_t working_target,
-                    std::size_t n, std::size_t stride, bool soft, std::int64_t learning_steps,
-                    const Kokkos::View<int*, DeviceMemory>& changed) {
-  const bool write_working = working.extent(0) > 0;
-  Kokkos::parallel_for(
-      soft ? "dqntrader::train::soft_update" : "dqntrader::train::hard_update",
-      Kokkos::RangePolicy<ExecSpace>(space, 0, m.extent(0) * n),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        const std::size_t k = i / n, at = k * stride + i % n;
-        const MemberSettings s = m(k);
-        if (active(k) == 0)
-          return;
-        if (soft) {
-          const float tau = static_cast<float>(s.tau);
-          if (!(tau > 0.0f))
-            return;
-          const float v = tau * online(at) + (1.0f - tau) * target(at);
-          target(at) = v;
-          if (i % n == 0)
-            changed(k) = 1;
-          if (write_working)
-            store(working(working_target + at), v);
-        } else {
-          if (s.tau > 0.0 || learning_steps % s.target_update != 0)
-            return;
-          target(at) = online(at);
-          if (i % n == 0)
-            changed(k) = 1;
-          if (write_working)
-            working(working_target + at) = working(at);
-        }
-      });
-}
-
-template <class T>
-void to_working(const ExecSpace& space, const Kokkos::View<const float*, DeviceMemory>& from,
-                const Kokkos::View<T*, DeviceMemory>& to) {
-  Kokkos::parallel_for(
-      "dqntrader::train::to_working", Kokkos::RangePolicy<ExecSpace>(space, 0, from.extent(0)),
-      KOKKOS_LAMBDA(const std::size_t i) { store(to(i), from(i)); });
 }
 
 // Rows [first, first + count) of every matrix of a batch.
@@ -115,14 +65,6 @@ struct MemberCounters {
   std::int64_t skipped_before, restores_before;
 };
 
-void write_nan(const ExecSpace& space, float* values, std::size_t count) {
-  const Kokkos::View<float*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> view(values,
-                                                                                         count);
-  Kokkos::parallel_for(
-      "dqntrader::train::inject_nan", Kokkos::RangePolicy<ExecSpace>(space, 0, count),
-      KOKKOS_LAMBDA(const std::size_t i) { view(i) = static_cast<float>(compat::quiet_nan()); });
-}
-
 // A batch's sampler for each member: from the vaccine set on a vaccine step when the member
 // uses it, from its replay ring otherwise.
 struct LearningSampler {
@@ -144,6 +86,9 @@ class DqnTrainer::Engine {
   virtual std::vector<EpochReport> run_epoch() = 0;
   virtual std::vector<float> parameters(std::size_t member) const = 0;
   virtual std::vector<io::Section> state() const = 0;
+  // The state of the members at positions keep (ascending), laid out as a population of
+  // those members holds it.
+  virtual std::vector<io::Section> state(const std::vector<std::size_t>& keep) const = 0;
   virtual void restore(const std::vector<io::Section>& sections, const std::string& source) = 0;
   virtual void inject_fault(std::size_t member, const std::string& kind) = 0;
   virtual void stop(std::size_t member) = 0;
@@ -174,7 +119,9 @@ class EngineImpl final : public DqnTrainer::Engine {
              const data::Bars* validation, const data::FeatureSpec& spec)
       : m_space(space),
         m_train_features(space, bars, spec),
-        m_copies(space, member_configs.size()) {
+        m_faults(space, member_configs.size()),
+        m_copies(space, member_configs.size()),
+        m_buffers(member_configs.size()) {
     members = member_configs;
     config = loop;
     const TrainConfig& c = config;
@@ -197,7 +144,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     network.hidden = c.hidden;
     network.dueling = c.dueling;
     const nn::ParameterLayout layout(network);
-    const std::size_t p = layout.size(), b = c.batch_size, e = c.environments, a = network.actions;
+    const std::size_t b = c.batch_size, e = c.environments, a = network.actions;
     const std::size_t s = network.state_size();
 
     // The members' settings, in device arrays the kernels read.
@@ -214,44 +161,13 @@ class EngineImpl final : public DqnTrainer::Engine {
     m_settings = upload(space, settings, "dqntrader::train::member_settings");
     active.assign(k, 1);
     m_active = upload(space, active, "dqntrader::train::active");
-    m_poisoned = Kokkos::View<int*, DeviceMemory>(
-        Kokkos::view_alloc(space, std::string("dqntrader::train::poisoned")), k);
-    m_faults.assign(k, std::string());
     m_rescheduled.assign(k, 0);
-
-    auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
-    // Every member's online parameters, then every member's target (rounded up to 128 values,
-    // 256-byte aligned in bf16): the 2K networks of one batched product per layer lie a stride
-    // apart; the same for the working copies.
-    m_size = p;
-    m_stride = (p + 127) / 128 * 128;
-    m_parameters =
-        Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::parameters"), 2 * k * m_stride);
-    m_online = Kokkos::View<float*, DeviceMemory>(m_parameters.data(), k * m_stride);
-    m_target = Kokkos::View<float*, DeviceMemory>(m_parameters.data() + k * m_stride, k * m_stride);
-    m_grads = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::train::grads"), k * m_stride);
-    if constexpr (std::is_same<T, bf16>::value) {
-      m_working =
-          Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::train::working"), 2 * k * m_stride);
-      m_online_working = Kokkos::View<T*, DeviceMemory>(m_working.data(), k * m_stride);
-      m_target_working =
-          Kokkos::View<T*, DeviceMemory>(m_working.data() + k * m_stride, k * m_stride);
-    }
-    for (std::size_t m = 0; m < k; ++m) {
-      const std::vector<float> initial = nn::initial_parameters(layout, members[m].seed);
-      Kokkos::deep_copy(
-          space, Kokkos::subview(m_online, std::make_pair(m * m_stride, m * m_stride + p)),
-          Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-              initial.data(), p));
-      compat::fence(space, "dqntrader::train: a member's initial parameters are uploaded");
-    }
-    Kokkos::deep_copy(space, m_target, m_online);
-    refresh_working();
+    m_networks = std::make_unique<MemberNetworks<T>>(space, layout, seeds);
 
     const Kokkos::View<double*, DeviceMemory> position_values =
         upload(space, positions, "dqntrader::train::positions");
     const replay::RewardModel rewards{m_train_features.close(), position_values, c.cost, m_settings,
-                                      m_poisoned};
+                                      m_faults.poisoned()};
 
     env::EnvSettings env_settings;
     env_settings.environments = e;
@@ -271,10 +187,10 @@ class EngineImpl final : public DqnTrainer::Engine {
     const std::size_t probe_rows = m_probe->rows();
     const std::size_t online_rows = std::max(2 * b + e, probe_rows);
     m_learn = std::make_unique<LearningStep<T>>(space, network, c.precision, k, b, e, online_rows);
-    m_adam = std::make_unique<nn::Adam>(space, nn::MemberVectors{k, p, m_stride}, adam);
-    m_guard =
-        std::make_unique<TrainingGuard>(space, nn::MemberVectors{k, p, m_stride}, c.guard_limit);
+    m_adam = std::make_unique<nn::Adam>(space, m_networks->layout(), adam);
+    m_guard = std::make_unique<TrainingGuard>(space, m_networks->layout(), c.guard_limit);
 
+    auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
     m_batch = replay::Batch(space, k * b);
     m_states = MatrixBatch<T>(alloc("dqntrader::train::states"), k, 2 * b + e, s);
     m_q_online = MatrixBatch<float>(alloc("dqntrader::train::q"), k, online_rows, a);
@@ -284,7 +200,19 @@ class EngineImpl final : public DqnTrainer::Engine {
                                                         m_probe->groups().size());
     m_step = Kokkos::View<std::int64_t*, DeviceMemory>(alloc("dqntrader::train::step"), k);
     m_member_counters.assign(k, MemberCounters{0, 0});
-    m_guard->snapshot(space, learner_state());
+    m_guard->snapshot(space, m_networks->learner_state(*m_adam));
+
+    // The checkpoint's buffers, in its order.
+    m_networks->add_buffers(m_buffers);
+    m_buffers.add_strided("adam_m", m_adam->first_moment(), m_adam->layout().stride);
+    m_buffers.add_strided("adam_v", m_adam->second_moment(), m_adam->layout().stride);
+    m_buffers.add_blocks("adam_counters", m_adam->counters());
+    m_guard->add_buffers(m_buffers);
+    m_replay->add_buffers(m_buffers);
+    m_env->add_buffers(m_buffers);
+    m_buffers.add_blocks("step", m_step);
+    m_buffers.add_blocks("poisoned", m_faults.poisoned());
+    m_buffers.add_blocks("active", m_active);
 
     const eval::BacktestConfig backtest = backtest_config(c, positions);
     const data::FeatureSet& val_features = m_val_features ? *m_val_features : m_train_features;
@@ -373,72 +301,30 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   std::vector<float> parameters(std::size_t member) const override {
-    const std::size_t p = m_size;
-    std::vector<float> host(p);
-    Kokkos::deep_copy(
-        m_space,
-        Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-            host.data(), p),
-        Kokkos::subview(m_online, std::make_pair(member * m_stride, member * m_stride + p)));
-    compat::fence(m_space, "dqntrader::train: the parameters are read on the host");
-    return host;
+    return m_networks->parameters(m_space, member);
   }
 
   std::vector<io::Section> state() const override {
     std::vector<io::Section> out;
-    using io::save;
-    save(out, "online", m_online);
-    save(out, "target", m_target);
-    save(out, "adam_m", m_adam->first_moment());
-    save(out, "adam_v", m_adam->second_moment());
-    save(out, "adam_counters", m_adam->counters());
-    m_guard->save(out);
-    const replay::Ring& ring = m_replay->ring();
-    save(out, "replay_bar", ring.bar);
-    save(out, "replay_position", ring.position);
-    save(out, "replay_action", ring.action);
-    save(out, "replay_reward", ring.reward);
-    save(out, "replay_last", ring.last);
-    save(out, "replay_total", m_replay->total());
-    m_env->save(out);
-    save(out, "step", m_step);
-    save(out, "poisoned", m_poisoned);
-    save(out, "active", m_active);
-    const HostCounters host{m_steps, m_learning_steps, static_cast<std::int64_t>(m_epoch)};
-    out.push_back(
-        {"host_counters", std::string(reinterpret_cast<const char*>(&host), sizeof host)});
-    out.push_back(
-        {"member_counters", std::string(reinterpret_cast<const char*>(m_member_counters.data()),
-                                        m_member_counters.size() * sizeof(MemberCounters))});
-    // The settings of the members whose settings set_member changed, by member.
-    nlohmann::json changed = nlohmann::json::object();
-    for (std::size_t m = 0; m < members.size(); ++m) {
-      if (m_rescheduled[m] != 0)
-        changed[std::to_string(m)] = member_settings_json(members[m]);
-    }
-    out.push_back({"member_settings", changed.dump()});
+    m_buffers.save(out);
+    std::vector<std::size_t> every(count());
+    std::iota(every.begin(), every.end(), std::size_t{0});
+    save_host_state(out, every);
+    return out;
+  }
+
+  std::vector<io::Section> state(const std::vector<std::size_t>& keep) const override {
+    std::vector<io::Section> out;
+    m_buffers.save(out, keep);
+    save_host_state(out, keep);
     return out;
   }
 
   void restore(const std::vector<io::Section>& sections, const std::string& source) override {
-    using io::load;
-    load(sections, "online", m_online, source);
-    load(sections, "target", m_target, source);
-    load(sections, "adam_m", m_adam->first_moment(), source);
-    load(sections, "adam_v", m_adam->second_moment(), source);
-    load(sections, "adam_counters", m_adam->counters(), source);
-    m_guard->load(sections, source);
-    const replay::Ring& ring = m_replay->ring();
-    load(sections, "replay_bar", ring.bar, source);
-    load(sections, "replay_position", ring.position, source);
-    load(sections, "replay_action", ring.action, source);
-    load(sections, "replay_reward", ring.reward, source);
-    load(sections, "replay_last", ring.last, source);
-    load(sections, "replay_total", m_replay->total(), source);
-    m_env->load(sections, source);
-    load(sections, "step", m_step, source);
-    load(sections, "poisoned", m_poisoned, source);
-    load(sections, "active", m_active, source);
+    m_buffers.load(sections, source);
+    // Whether the loaded targets are the loaded snapshot's is not saved: the guard's next
+    // check checks and copies them.
+    Kokkos::deep_copy(m_guard->target_changed(), 1);
     const io::Section& h = io::find_section(sections, "host_counters", source);
     if (h.bytes.size() != sizeof(HostCounters))
       throw InputError(source, 0, 0, "bad host_counters section");
@@ -471,25 +357,19 @@ class EngineImpl final : public DqnTrainer::Engine {
     auto active_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_active);
     for (std::size_t m = 0; m < active.size(); ++m)
       active[m] = active_host(m);
-    refresh_working();
+    m_networks->refresh_working(m_space);
     compat::fence(m_space, "dqntrader::train: the restored state is in place");
   }
 
   void inject_fault(std::size_t member, const std::string& kind) override {
-    if (kind != "batch" && kind != "gradient" && kind != "weight" && kind != "price") {
-      throw InputError("unknown fault '" + kind + "' (expected batch, gradient, weight or price)");
-    }
-    m_faults.at(member) = kind;
+    m_faults.inject(member, kind);
   }
 
   void copy_members(const std::vector<std::pair<std::size_t, std::size_t>>& copies) override {
     if (copies.empty())
       return;
     const MemberCopies pairs = m_copies.upload(m_space, copies);
-    copy_member_vectors(m_space, m_online, m_size, m_stride, pairs);
-    copy_member_vectors(m_space, m_target, m_size, m_stride, pairs);
-    copy_member_vectors(m_space, m_online_working, m_size, m_stride, pairs);
-    copy_member_vectors(m_space, m_target_working, m_size, m_stride, pairs);
+    m_networks->copy_members(m_space, pairs);
     m_adam->copy_members(m_space, pairs);
     m_guard->copy_members(m_space, pairs);  // the next epoch's work follows them on the stream
   }
@@ -536,33 +416,22 @@ class EngineImpl final : public DqnTrainer::Engine {
 
   std::size_t count() const { return members.size(); }
 
-  // Every member's online network, a stride apart; pair_weights() the same followed by the
-  // targets (forward_pair reads them there).
-  nn::Weights<T> online_weights() const {
-    if constexpr (std::is_same<T, bf16>::value) {
-      return {m_online_working, m_online, count(), m_stride};
-    } else {
-      return {m_online, m_online, count(), m_stride};
+  // The host's sections: its counters, and each member's counters and the settings that
+  // set_member changed, of the members at positions keep, numbered in keep's order.
+  void save_host_state(std::vector<io::Section>& out, const std::vector<std::size_t>& keep) const {
+    const HostCounters host{m_steps, m_learning_steps, static_cast<std::int64_t>(m_epoch)};
+    out.push_back(
+        {"host_counters", std::string(reinterpret_cast<const char*>(&host), sizeof host)});
+    std::vector<MemberCounters> counters;
+    nlohmann::json changed = nlohmann::json::object();
+    for (std::size_t i = 0; i < keep.size(); ++i) {
+      counters.push_back(m_member_counters[keep[i]]);
+      if (m_rescheduled[keep[i]] != 0)
+        changed[std::to_string(i)] = member_settings_json(members[keep[i]]);
     }
-  }
-  nn::Weights<T> pair_weights() const {
-    if constexpr (std::is_same<T, bf16>::value) {
-      return {m_working, m_parameters, count(), m_stride};
-    } else {
-      return {m_parameters, m_parameters, count(), m_stride};
-    }
-  }
-  nn::Gradients gradients() const { return nn::Gradients{m_grads, count(), m_stride}; }
-
-  LearnerState<T> learner_state() const {
-    return LearnerState<T>{
-        m_online,         m_target,        m_adam->first_moment(), m_adam->second_moment(),
-        m_online_working, m_target_working};
-  }
-
-  void refresh_working() const {
-    if constexpr (std::is_same<T, bf16>::value)
-      to_working(m_space, Kokkos::View<const float*, DeviceMemory>(m_parameters), m_working);
+    out.push_back({"member_counters", std::string(reinterpret_cast<const char*>(counters.data()),
+                                                  counters.size() * sizeof(MemberCounters))});
+    out.push_back({"member_settings", changed.dump()});
   }
 
   double recorded_kernels_per_step() const override {
@@ -572,16 +441,12 @@ class EngineImpl final : public DqnTrainer::Engine {
 
   // Every member's validation: [window][member].
   std::vector<std::vector<eval::WindowMetrics>> validate_online() {
-    const std::size_t p = m_size;
-    const eval::ParameterRows rows = eval::parameter_rows(m_online.data(), count(), p, m_stride);
+    const nn::MemberVectors& vectors = m_networks->layout();
+    const eval::ParameterRows rows =
+        eval::parameter_rows(m_networks->online().data(), count(), vectors.size, vectors.stride);
     if (windows.size() == 1)
       return {m_evaluator->evaluate_graphed(rows)};
     return m_evaluator->walk_forward(rows, windows);
-  }
-
-  bool faults_pending() const {
-    return std::any_of(m_faults.begin(), m_faults.end(),
-                       [](const std::string& f) { return !f.empty(); });
   }
 
   // Whether a hard target update is due for some member after learning step `learning`.
@@ -595,13 +460,10 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   void hard_updates(std::int64_t learning) {
-    if (!hard_update_due(learning))
-      return;
-    const std::size_t p = m_size;
-    update_targets(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
-                   Kokkos::View<const int*, DeviceMemory>(m_active),
-                   Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
-                   count() * m_stride, p, m_stride, false, learning, m_guard->target_changed());
+    if (hard_update_due(learning)) {
+      m_networks->update_targets(m_space, m_settings, m_active, false, learning,
+                                 m_guard->target_changed());
+    }
   }
 
   // Takes up to `left` steps and returns how many: one recorded cycle of graph_steps steps
@@ -617,7 +479,7 @@ class EngineImpl final : public DqnTrainer::Engine {
       m_first_cycle = (m_learning_steps / cycle + 2) * cycle;
     const bool cyclic = cycle > 0 && m_learning_steps >= m_first_cycle &&
                         m_learning_steps % cycle == 0 && left >= static_cast<std::size_t>(cycle) &&
-                        !faults_pending();
+                        !m_faults.pending();
     if (!cyclic) {
       step();
       return 1;
@@ -660,13 +522,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   void step() {
     const TrainConfig& c = config;
     const std::size_t b = c.batch_size, e = c.environments, k = count();
-    for (std::size_t m = 0; m < k; ++m) {
-      if (m_faults[m] != "price")
-        continue;
-      Kokkos::deep_copy(m_space, Kokkos::subview(m_poisoned, m), 1);  // every reward from now on
-      m_faults[m].clear();
+    if (m_faults.before_step(m_space))
       m_side.fork(m_space);  // the side's assembly and environments read the rewards
-    }
     // Learning, once the replay holds enough complete n-step windows (the host knows the
     // count: every step writes E transitions to each ring), draws its batches first, so that
     // one pass evaluates every member's online network on the batches' states s and s' and
@@ -685,13 +542,13 @@ class EngineImpl final : public DqnTrainer::Engine {
       // states, which went there too.
       assemble_learning_states(environments);
       m_side.join(m_space);
-      loss(b);
+      loss();
       env_q = rows_of(gemm::StridedBatch<const float>(q), 2 * b, e);
     } else {
       const gemm::StridedBatch<T> online_states = first_matrices(m_states, k);
       env::assemble_states(m_space, Matrix<const T>(m_features), environments,
                            rows_of(online_states, 0, e));
-      m_learn->evaluate(m_space, online_weights(), online_states, e, rows_of(q, 0, e));
+      m_learn->evaluate(m_space, m_networks->online_weights(), online_states, e, rows_of(q, 0, e));
       env_q = rows_of(gemm::StridedBatch<const float>(q), 0, e);
     }
     ++m_steps;
@@ -708,15 +565,11 @@ class EngineImpl final : public DqnTrainer::Engine {
 
   // The TD loss of this learning step's batches through the online and target networks; it
   // also writes the online Q-values of every row, the environments' included.
-  void loss(std::size_t b) {
+  void loss() {
     ++m_learning_steps;
-    for (std::size_t m = 0; m < count(); ++m) {
-      if (m_faults[m] == "batch")
-        write_nan(m_space, m_batch.return_n.data() + m * b, 1);
-    }
-    m_learn->loss(m_space, m_side, pair_weights(), m_states, m_batch,
-                  Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings), m_q_online,
-                  gradients());
+    m_faults.before_loss(m_space, m_batch);
+    m_learn->loss(m_space, m_side, m_networks->pair_weights(), m_states, m_batch, m_settings,
+                  m_q_online, m_networks->gradients());
   }
 
   // Draws the batches of this learning step, from the vaccine set every vaccine_interval-th
@@ -736,27 +589,18 @@ class EngineImpl final : public DqnTrainer::Engine {
   // The rest of the learning step, after loss(): the gradients (the loss's sums on the side,
   // which the guard reads), Adam, the target networks.
   void learn() {
-    const std::size_t p = m_size;
-    m_learn->gradients(m_space, m_side, online_weights(), gradients(), m_loss, m_sums);
-    for (std::size_t m = 0; m < count(); ++m) {
-      if (m_faults[m] == "gradient")
-        write_nan(m_space, m_grads.data() + m * m_stride, 1);
-    }
-    m_adam->step(m_space, m_online, Kokkos::View<const float*, DeviceMemory>(m_grads), m_stride,
-                 m_online_working, Kokkos::View<const int*, DeviceMemory>(m_active));
-    for (std::size_t m = 0; m < count(); ++m) {
-      if (m_faults[m] == "weight")
-        write_nan(m_space, m_online.data() + m * m_stride, 1);
-      if (m_faults[m] != "price")
-        m_faults[m].clear();  // one-shot faults are spent
-    }
+    const MemberNetworks<T>& nets = *m_networks;
+    const nn::Gradients grads = nets.gradients();
+    m_learn->gradients(m_space, m_side, nets.online_weights(), grads, m_loss, m_sums);
+    m_faults.after_gradients(m_space, grads);
+    m_adam->step(m_space, nets.online(), Kokkos::View<const float*, DeviceMemory>(grads.values),
+                 grads.stride, nets.online_working(),
+                 Kokkos::View<const int*, DeviceMemory>(m_active));
+    m_faults.after_update(m_space, nets.online(), nets.layout().stride);
     if (std::any_of(m_settings_host.begin(), m_settings_host.end(),
                     [](const MemberSettings& s) { return s.tau > 0.0; })) {
-      update_targets(m_space, Kokkos::View<const MemberSettings*, DeviceMemory>(m_settings),
-                     Kokkos::View<const int*, DeviceMemory>(m_active),
-                     Kokkos::View<const float*, DeviceMemory>(m_online), m_target, m_working,
-                     count() * m_stride, p, m_stride, true, m_learning_steps,
-                     m_guard->target_changed());
+      nets.update_targets(m_space, m_settings, m_active, true, m_learning_steps,
+                          m_guard->target_changed());
     }
     if (!m_recording)
       hard_updates(m_learning_steps);
@@ -768,7 +612,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     const gemm::StridedBatch<float> q(m_q_online);
     if (c.guard_interval > 0 &&
         m_learning_steps % static_cast<std::int64_t>(c.guard_interval) == 0) {
-      m_guard->check(m_space, learner_state(),
+      m_guard->check(m_space, m_networks->learner_state(*m_adam),
                      rows_of(gemm::StridedBatch<const float>(q), 0, 2 * b),
                      Kokkos::View<const LossSums*, DeviceMemory>(m_loss),
                      Kokkos::View<const int*, DeviceMemory>(m_active));
@@ -776,7 +620,8 @@ class EngineImpl final : public DqnTrainer::Engine {
     if (c.probe_interval > 0 &&
         m_learning_steps % static_cast<std::int64_t>(c.probe_interval) == 0) {
       const std::size_t rows = m_probe->rows();
-      m_learn->evaluate(m_space, online_weights(), m_probe->states(), rows, rows_of(q, 0, rows));
+      m_learn->evaluate(m_space, m_networks->online_weights(), m_probe->states(), rows,
+                        rows_of(q, 0, rows));
       m_probe->accumulate(m_space, rows_of(gemm::StridedBatch<const float>(q), 0, rows), m_settings,
                           m_probe_sums);
       ++m_probes_this_epoch;
@@ -789,19 +634,13 @@ class EngineImpl final : public DqnTrainer::Engine {
   Matrix<T> m_features;
   std::vector<MemberSettings> m_settings_host;
   Kokkos::View<MemberSettings*, DeviceMemory> m_settings;
-  Kokkos::View<int*, DeviceMemory> m_active;    // members that still step
-  Kokkos::View<int*, DeviceMemory> m_poisoned;  // members whose rewards are NaN (a test fault)
-  std::vector<std::string> m_faults;            // per member: the fault of its next step
-  std::vector<int> m_rescheduled;               // per member: set_member changed its settings
-  CopyList m_copies;                            // copy_members()'s list on the device
-  bool m_settings_changed = false;              // the device's settings are behind the host's
-  std::size_t m_size = 0;                       // parameters of one network
-  std::size_t m_stride = 0;                     // between consecutive members' vectors
-  // Every member's online parameters, then every member's target.
-  Kokkos::View<float*, DeviceMemory> m_parameters;
-  Kokkos::View<float*, DeviceMemory> m_online, m_target, m_grads;
-  Kokkos::View<T*, DeviceMemory> m_working;  // bf16: the working copies, laid out alike
-  Kokkos::View<T*, DeviceMemory> m_online_working, m_target_working;
+  Kokkos::View<int*, DeviceMemory> m_active;  // members that still step
+  InjectedFaults m_faults;
+  std::vector<int> m_rescheduled;   // per member: set_member changed its settings
+  CopyList m_copies;                // copy_members()'s list on the device
+  io::MemberBuffers m_buffers;      // the device buffers a checkpoint holds
+  bool m_settings_changed = false;  // the device's settings are behind the host's
+  std::unique_ptr<MemberNetworks<T>> m_networks;
   std::unique_ptr<env::TradingEnv> m_env;
   std::unique_ptr<replay::ReplayBuffer> m_replay;
   std::unique_ptr<replay::VaccineSet> m_vaccine;
@@ -871,58 +710,6 @@ RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t val
     throw InputError("too few validation bars for the validation windows");
   return w;
 }
-
-namespace {
-
-// Parameter-like sections: every member's vector a stride apart (the online networks' section
-// holds K whole strides; the others end with the last member's values).
-bool strided_section(const std::string& name) {
-  for (const char* strided : {"online", "target", "adam_m", "adam_v", "guard_online",
-                              "guard_target", "guard_m", "guard_v"}) {
-    if (name == strided)
-      return true;
-  }
-  return false;
-}
-
-// A population's state (Engine::state(), k members) reduced to the members keep (positions in
-// it, ascending), laid out as a population of those members holds it.
-std::vector<io::Section> select_members(const std::vector<io::Section>& sections,
-                                        const std::vector<std::size_t>& keep, std::size_t k) {
-  const std::size_t stride = io::find_section(sections, "online", "a population").bytes.size() / k;
-  std::vector<io::Section> out;
-  for (const io::Section& s : sections) {
-    io::Section kept{s.name, std::string()};
-    if (s.name == "host_counters") {
-      kept.bytes = s.bytes;
-    } else if (s.name == "member_settings") {
-      const nlohmann::json all = nlohmann::json::parse(s.bytes);
-      nlohmann::json selected = nlohmann::json::object();
-      for (std::size_t i = 0; i < keep.size(); ++i) {
-        if (all.contains(std::to_string(keep[i])))
-          selected[std::to_string(i)] = all[std::to_string(keep[i])];
-      }
-      kept.bytes = selected.dump();
-    } else if (strided_section(s.name)) {
-      const std::size_t block = s.bytes.size() - (k - 1) * stride;
-      for (std::size_t i = 0; i < keep.size(); ++i) {
-        kept.bytes += s.bytes.substr(keep[i] * stride, block);
-        if (i + 1 < keep.size())
-          kept.bytes.append(stride - block, '\0');  // the padding between members
-      }
-    } else {
-      if (s.bytes.size() % k != 0)
-        throw Error("select_members: section " + s.name + " is not a member's block each");
-      const std::size_t block = s.bytes.size() / k;
-      for (const std::size_t m : keep)
-        kept.bytes += s.bytes.substr(m * block, block);
-    }
-    out.push_back(std::move(kept));
-  }
-  return out;
-}
-
-}  // namespace
 
 DqnTrainer::DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& members,
                        const data::Bars& bars, const data::Bars* validation)
@@ -1040,7 +827,7 @@ void DqnTrainer::compact() {
   }
   if (keep.empty() || keep.size() == m_slots.size())
     return;
-  const std::vector<io::Section> kept = select_members(m_engine->state(), keep, m_slots.size());
+  const std::vector<io::Section> kept = m_engine->state(keep);
   std::vector<std::size_t> slots;
   for (const std::size_t i : keep)
     slots.push_back(m_slots[i]);

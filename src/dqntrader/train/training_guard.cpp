@@ -6,7 +6,6 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/types.hpp"
-#include "dqntrader/io/view_sections.hpp"
 
 namespace dqntrader::train {
 
@@ -198,23 +197,12 @@ void TrainingGuard::copy_members(const ExecSpace& space, const MemberCopies& cop
       KOKKOS_LAMBDA(const int c) { changed(copies(c, 0)) = changed(copies(c, 1)); });
 }
 
-void TrainingGuard::save(std::vector<io::Section>& out) const {
-  io::save(out, "guard_online", m_online);
-  io::save(out, "guard_target", m_target);
-  io::save(out, "guard_m", m_first);
-  io::save(out, "guard_v", m_second);
-  io::save(out, "guard_counters", m_counters);
-}
-
-void TrainingGuard::load(const std::vector<io::Section>& sections,
-                         const std::string& source) const {
-  io::load(sections, "guard_online", m_online, source);
-  io::load(sections, "guard_target", m_target, source);
-  io::load(sections, "guard_m", m_first, source);
-  io::load(sections, "guard_v", m_second, source);
-  io::load(sections, "guard_counters", m_counters, source);
-  // Whether the loaded targets are the loaded snapshot's is not saved: check and copy them.
-  Kokkos::deep_copy(m_target_changed, 1);
+void TrainingGuard::add_buffers(io::MemberBuffers& buffers) const {
+  buffers.add_strided("guard_online", m_online, m_layout.stride);
+  buffers.add_strided("guard_target", m_target, m_layout.stride);
+  buffers.add_strided("guard_m", m_first, m_layout.stride);
+  buffers.add_strided("guard_v", m_second, m_layout.stride);
+  buffers.add_blocks("guard_counters", m_counters);
 }
 
 template <class T>

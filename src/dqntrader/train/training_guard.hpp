@@ -11,13 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <string>
-#include <vector>
-
 #include "backends/gemm.hpp"
 #include "dqntrader/core/member_copy.hpp"
 #include "dqntrader/core/types.hpp"
-#include "dqntrader/io/checkpoint_file.hpp"
+#include "dqntrader/io/member_buffers.hpp"
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/train/td_loss.hpp"
 
@@ -65,9 +62,9 @@ class TrainingGuard {
   /// changed since); its counters stay its own.
   void copy_members(const ExecSpace& space, const MemberCopies& copies) const;
 
-  /// The snapshot and counters as checkpoint sections, and back.
-  void save(std::vector<io::Section>& out) const;
-  void load(const std::vector<io::Section>& sections, const std::string& source) const;
+  /// Adds the snapshot and the counters to a checkpoint's buffers. Whether the targets are
+  /// the snapshot's is not saved: whatever loads them sets target_changed().
+  void add_buffers(io::MemberBuffers& buffers) const;
 
  private:
   nn::MemberVectors m_layout;

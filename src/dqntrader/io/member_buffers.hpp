@@ -1,0 +1,66 @@
+// A population's device buffers as checkpoint sections: each buffer with its section's name
+// and how it holds the members, listed once where the buffers are made. The list saves them,
+// loads them back, and saves them for some of the members only (what a population of those
+// members loads: DqnTrainer::compact).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "dqntrader/core/types.hpp"
+#include "dqntrader/io/checkpoint_file.hpp"
+
+namespace dqntrader::io {
+
+class MemberBuffers {
+ public:
+  /// The buffers of a population of `members` members.
+  explicit MemberBuffers(std::size_t members) : m_members(members) {}
+
+  /// A buffer that holds member m's vector at m * stride values; it ends with the last
+  /// member's vector or with the padding after it.
+  template <class T>
+  void add_strided(const std::string& name, const Kokkos::View<T*, DeviceMemory>& view,
+                   std::size_t stride) {
+    add(name, view, stride * sizeof(T));
+  }
+  /// A buffer of one block of equal size per member, in member order.
+  template <class T>
+  void add_blocks(const std::string& name, const Kokkos::View<T*, DeviceMemory>& view) {
+    add(name, view, 0);
+  }
+
+  /// Appends one section per buffer, in the order they were added.
+  void save(std::vector<Section>& out) const;
+  /// The same for the members at positions keep (ascending) alone, laid out as the buffers
+  /// of a population of those members hold them.
+  void save(std::vector<Section>& out, const std::vector<std::size_t>& keep) const;
+  /// Fills every buffer from its section; InputError (naming source) when one is missing or
+  /// of another size.
+  void load(const std::vector<Section>& sections, const std::string& source) const;
+
+ private:
+  // The list refers to a buffer's bytes without holding its memory: the buffers' owners keep
+  // them while the list is used.
+  using Bytes = Kokkos::View<char*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  struct Buffer {
+    std::string name;
+    Bytes bytes;
+    std::size_t stride;  // bytes from one member's vector to the next; 0: equal blocks
+  };
+
+  template <class T>
+  void add(const std::string& name, const Kokkos::View<T*, DeviceMemory>& view,
+           std::size_t stride) {
+    m_buffers.push_back(
+        {name, Bytes(reinterpret_cast<char*>(view.data()), view.span() * sizeof(T)), stride});
+  }
+
+  std::size_t m_members;
+  std::vector<Buffer> m_buffers;
+};
+
+}  // namespace dqntrader::io
