@@ -7,7 +7,9 @@
 //   POP-K      a population of K members trained as one loop (seeds 1..K), on the EPOCH
 //              network and batch (train/POP-K/EPOCH/K<k>) and on the train defaults' network
 //              and batch (train/POP-K/default/K<k>), K = 1 ... 64; on OpenMP the defaults'
-//              network for K = 1 ... 8 (train/POP-K-CPU/default/K<k>). 200 steps an epoch
+//              network for K = 1 ... 8 (train/POP-K-CPU/default/K<k>); on CUDA the defaults'
+//              network also on the products path (train/POP-K/default-products/K<k>; its
+//              default is the fused path, train/learning_step.hpp). 200 steps an epoch
 //              (100 on OpenMP), validated on 100,000 bars (20,000), recorded cycles as
 //              --graph-steps auto chooses them.
 // Reports the epoch time split into training and validation, steps per second and the
@@ -105,6 +107,7 @@ struct PopulationWorkload {
   std::vector<std::size_t> hidden;  // empty: the train defaults' network and batch
   std::size_t batch, environments;
   std::size_t steps, validation_bars, training_bars;
+  const char* learning_path = "auto";  // --learning-path
 };
 
 // FLOPs the products of one agent-step need (see the header).
@@ -134,6 +137,7 @@ void run_population(benchmark::State& state, const PopulationWorkload& w, std::s
     config.return_window = 56;  // state 64, as EPOCH
     config.chunk_bars = 131072;
   }
+  config.learning_path = w.learning_path;
   config.steps_per_epoch = w.steps;
   config.learning_starts = config.batch_size;
   config.epochs = 1000;
@@ -176,7 +180,8 @@ void run_population(benchmark::State& state, const PopulationWorkload& w, std::s
   state.counters["device_MiB"] = (free_before - free_after) / (1024.0 * 1024.0);
   state.counters["product_TFLOP/s"] =
       members_k * steps * step_flops(config, trainer.network().state_size()) / train_seconds / 1e12;
-  state.SetLabel(to_string(config.precision));
+  state.SetLabel(std::string(to_string(config.precision)) + ", " +
+                 train::describe(trainer.learning_path()));
 }
 
 void register_all() {
@@ -198,8 +203,13 @@ void register_all() {
   static const PopulationWorkload pop_epoch{"POP-K/EPOCH", {512, 512, 512}, 1024,  256,
                                             200,           100000,          200000};
   static const PopulationWorkload pop_default{"POP-K/default", {}, 0, 0, 200, 100000, 200000};
+  // The defaults' network on the products path (its default is the fused one).
+  static const PopulationWorkload pop_products{
+      "POP-K/default-products", {}, 0, 0, 200, 100000, 200000, "products"};
   const std::vector<std::pair<const PopulationWorkload*, std::vector<std::size_t>>> populations{
-      {&pop_epoch, {1, 2, 4, 8, 16, 32, 64}}, {&pop_default, {1, 2, 4, 8, 16, 32, 64}}};
+      {&pop_epoch, {1, 2, 4, 8, 16, 32, 64}},
+      {&pop_default, {1, 2, 4, 8, 16, 32, 64}},
+      {&pop_products, {1, 2, 4, 8, 16, 32, 64}}};
 #else
   static const PopulationWorkload pop_cpu{"POP-K-CPU/default", {}, 0, 0, 100, 20000, 50000};
   const std::vector<std::pair<const PopulationWorkload*, std::vector<std::size_t>>> populations{

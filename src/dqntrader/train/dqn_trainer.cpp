@@ -105,6 +105,7 @@ class DqnTrainer::Engine {
   std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0, vaccine_bars = 0;
   std::vector<eval::BarRange> windows;  // walk-forward validation windows
   std::vector<int> active;              // host copy: members that still step
+  LearningPath learning_path = LearningPath::products;
 };
 
 namespace {
@@ -186,7 +187,13 @@ class EngineImpl final : public DqnTrainer::Engine {
 
     const std::size_t probe_rows = m_probe->rows();
     const std::size_t online_rows = std::max(2 * b + e, probe_rows);
-    m_learn = std::make_unique<LearningStep<T>>(space, network, c.precision, k, b, e, online_rows);
+    // --learning-path auto: the fused path where it takes the networks.
+    learning_path = c.learning_path == "fused" ||
+                            (c.learning_path == "auto" && fused_takes(network, c.precision))
+                        ? LearningPath::fused
+                        : LearningPath::products;
+    m_learn = std::make_unique<LearningStep<T>>(space, network, c.precision, k, b, e, online_rows,
+                                                learning_path);
     m_adam = std::make_unique<nn::Adam>(space, m_networks->layout(), adam);
     m_guard = std::make_unique<TrainingGuard>(space, m_networks->layout(), c.guard_limit);
 
@@ -682,13 +689,19 @@ std::size_t member_bytes(const TrainConfig& c, std::size_t features) {
   const std::size_t rows = 2 * c.batch_size + c.environments;
   const std::size_t probe_rows = 8 * c.probe_batch;  // up to seven feature groups and the states
   const std::size_t max_rows = std::max(rows, probe_rows);
+  // The fused learning step's parts: at most a chunk of 16 samples each, a gradient and 11
+  // sums a chunk.
+  const std::size_t fused_parts = c.learning_path != "products" && fused_takes(spec, c.precision)
+                                      ? (c.batch_size + 15) / 16 * (p * 4 + 11 * 8)
+                                      : 0;
   return 9 * p * 4                 // parameters, optimizer, guard
          + 2 * p * value           // working copies
          + c.replay_capacity * 11  // the replay ring
          + 2 * max_rows * (widths + (spec.state_size() + 8)) * value  // states and activations
          + max_rows * widths * value                                  // layer gradients
          + probe_rows * spec.state_size() * value                     // the probe's states
-         + c.chunk_bars * spec.positions * widths * 4;                // validation's activations
+         + c.chunk_bars * spec.positions * widths * 4                 // validation's activations
+         + fused_parts;
 }
 
 RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t validation_bars,
@@ -937,6 +950,9 @@ const std::vector<double>& DqnTrainer::positions() const {
 }
 std::size_t DqnTrainer::vaccine_bars() const {
   return m_engine->vaccine_bars;
+}
+LearningPath DqnTrainer::learning_path() const {
+  return m_engine->learning_path;
 }
 
 }  // namespace dqntrader::train

@@ -42,6 +42,7 @@
 #include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
+#include "dqntrader/train/learning_path.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::train {
@@ -166,6 +167,8 @@ class DqnTrainer {
   /// The position each action stands for.
   const std::vector<double>& positions() const;
   std::size_t vaccine_bars() const;
+  /// How the learning steps compute (--learning-path; learning_step.hpp).
+  LearningPath learning_path() const;
 
   class Engine;
 

@@ -6,13 +6,13 @@
 
 #include <cstddef>
 #include <memory>
-#include <string>
 
 #include "backends/execution.hpp"
 #include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/precision.hpp"
 #include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
+#include "dqntrader/train/learning_path.hpp"
 #include "dqntrader/train/td_loss.hpp"
 
 namespace dqntrader {
@@ -24,19 +24,6 @@ class Step;
 
 namespace train {
 
-/// How a learning step computes. products: one batched product a layer (nn::Mlp: cuBLASLt on
-/// CUDA, the host's BLAS on OpenMP) around the TD loss's kernel, the passes split between the
-/// main and the side stream; every shape, precision and backend. fused: two kernels with the
-/// products on the tensor cores and a chunk's activations on chip (backends/cuda/
-/// fused_step.hpp); on CUDA in bf16, for networks of 1 to 4 hidden layers at most 128 wide and
-/// a state of at most 128 values.
-enum class LearningPath { products, fused };
-
-/// Whether the fused path takes networks of spec in this precision (on this build and device).
-bool fused_takes(const nn::NetworkSpec& spec, Precision precision);
-/// "fused narrow MLP", or "batched products (" the product library ")".
-std::string describe(LearningPath path);
-
 template <class T>
 class LearningStep {
  public:
@@ -45,7 +32,7 @@ class LearningStep {
   /// (InputError when fused does not take the networks).
   LearningStep(const ExecSpace& space, const nn::NetworkSpec& spec, Precision precision,
                std::size_t members, std::size_t batch_size, std::size_t environments,
-               std::size_t max_rows, LearningPath path = LearningPath::products);
+               std::size_t max_rows, LearningPath path);
   ~LearningStep();
   LearningStep(const LearningStep&) = delete;
   LearningStep& operator=(const LearningStep&) = delete;

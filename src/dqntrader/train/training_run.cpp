@@ -786,7 +786,8 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
                     run_data.test.source + " (held out until the end)"
               : std::string())
       << "; network " << nn::describe(trainer.network()) << ", " << to_string(population.precision)
-      << "; " << trainer.vaccine_bars() << " stress bars"
+      << ", " << describe(trainer.learning_path()) << "; " << trainer.vaccine_bars()
+      << " stress bars"
       << (recorded_steps(population) > 0
               ? "; steps recorded in cycles of " + std::to_string(recorded_steps(population))
               : std::string())
