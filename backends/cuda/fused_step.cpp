@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "cuda_check.hpp"
@@ -120,6 +121,56 @@ __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsig
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// A 16-byte copy from global to shared memory that does not wait (copies_done() does).
+__device__ __forceinline__ void copy16(bf* to, const bf* from) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(to)), "l"(from));
+}
+
+// Waits for this thread's copy16s; the block's are complete after a __syncthreads().
+__device__ __forceinline__ void copies_done() {
+  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+// A rows x cols matrix (row stride ld_from) into shared memory (row stride ld_to), padded with
+// zeros to rows_pad x cols_pad: by 16-byte copies that do not wait where the rows allow it
+// (the caller waits: copies_done(), then __syncthreads()), else 8 loads a thread at a time, so
+// that the copy costs a few memory latencies, not one a value.
+__device__ void copy_matrix(bf* to, int ld_to, const bf* from, std::size_t ld_from, int rows,
+                            int cols, int rows_pad, int cols_pad) {
+  const bf zero = __float2bfloat16(0.0f);
+  const int threads = blockDim.x;
+  if (cols % 8 == 0 && ld_from % 8 == 0 && reinterpret_cast<std::uintptr_t>(from) % 16 == 0) {
+    const int per_row = cols / 8;
+    for (int i = threadIdx.x; i < rows * per_row; i += threads) {
+      const int r = i / per_row, v = i % per_row;
+      copy16(to + r * ld_to + 8 * v, from + r * ld_from + 8 * v);
+    }
+  } else {
+    constexpr int kLoads = 8;
+    const int all = rows * cols;
+    for (int base = threadIdx.x; base < all; base += kLoads * threads) {
+      bf v[kLoads];
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int i = base + u * threads;
+        v[u] = i < all ? from[(i / cols) * ld_from + i % cols] : zero;
+      }
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int i = base + u * threads;
+        if (i < all)
+          to[(i / cols) * ld_to + i % cols] = v[u];
+      }
+    }
+  }
+  const int right = cols_pad - cols;
+  for (int i = threadIdx.x; i < rows * right; i += threads)
+    to[(i / right) * ld_to + cols + i % right] = zero;
+  for (int i = threadIdx.x; i < (rows_pad - rows) * cols_pad; i += threads)
+    to[(rows + i / cols_pad) * ld_to + i % cols_pad] = zero;
+}
+
 // A warp's tiles t < tiles (even, at most 4) of 16 x 8 at rows m0 and columns n0 + 8 t of
 // A B over k in [0, K): A(m, k) at a[m * lda + k], or a[k * lda + m] with AT (stored
 // transposed); B(k, n) at b[k * ldb + n], or b[n * ldb + k] with BN. acc[t][h * 2 + e] is
@@ -129,6 +180,7 @@ __device__ __forceinline__ void warp_product(float (&acc)[4][4], int tiles, cons
                                              const bf* b, int ldb, int m0, int n0, int k,
                                              int lane) {
   const int j = lane >> 3, r = lane & 7;
+#pragma unroll 4
   for (int k0 = 0; k0 < k; k0 += 16) {
     unsigned fa[4];
     if (AT)
@@ -190,22 +242,18 @@ __device__ void load_weights(const Params& p, char* smem, std::size_t set) {
   const Smem& sm = p.smem;
   const bf* w = reinterpret_cast<const bf*>(p.in.working) + set * p.in.stride;
   const float* master = p.in.master + set * p.in.stride;
-  const bf zero = __float2bfloat16(0.0f);
   for (int l = 0; l <= s.hidden; ++l) {
-    bf* to = part<bf>(smem, sm.w[l]);
-    const int in = s.inputs[l], out = s.outputs[l], op = sm.out_pad[l];
-    const bf* from = w + s.weight[l];
-    for (int i = threadIdx.x; i < sm.in_pad[l] * op; i += blockDim.x) {
-      const int r = i / op, c = i % op;
-      to[r * sm.ldw[l] + c] = r < in && c < out ? from[r * out + c] : zero;
-    }
+    copy_matrix(part<bf>(smem, sm.w[l]), sm.ldw[l], w + s.weight[l],
+                static_cast<std::size_t>(s.outputs[l]), s.inputs[l], s.outputs[l], sm.in_pad[l],
+                sm.out_pad[l]);
     float* bias = part<float>(smem, sm.b[l]);
-    for (int c = threadIdx.x; c < op; c += blockDim.x) {
-      bias[c] = c >= out       ? 0.0f
-                : l < s.hidden ? __bfloat162float(w[s.bias[l] + c])
-                               : master[s.bias[l] + c];
+    for (int c = threadIdx.x; c < sm.out_pad[l]; c += blockDim.x) {
+      bias[c] = c >= s.outputs[l] ? 0.0f
+                : l < s.hidden    ? __bfloat162float(w[s.bias[l] + c])
+                                  : master[s.bias[l] + c];
     }
   }
+  copies_done();
   __syncthreads();
 }
 
@@ -216,15 +264,12 @@ __device__ void forward(const Params& p, char* smem, int m, int first, int n, fl
   const Shape& s = p.shape;
   const Smem& sm = p.smem;
   const int rows = pad16(n);
-  bf* x = part<bf>(smem, sm.act[0]);
   const bf* states = reinterpret_cast<const bf*>(p.in.states) +
                      static_cast<std::size_t>(m) * p.in.state_member +
                      static_cast<std::size_t>(first) * p.in.state_row;
-  const bf zero = __float2bfloat16(0.0f);
-  for (int i = threadIdx.x; i < rows * sm.in_pad[0]; i += blockDim.x) {
-    const int r = i / sm.in_pad[0], c = i % sm.in_pad[0];
-    x[r * sm.lda[0] + c] = r < n && c < s.inputs[0] ? states[r * p.in.state_row + c] : zero;
-  }
+  copy_matrix(part<bf>(smem, sm.act[0]), sm.lda[0], states, p.in.state_row, n, s.inputs[0], rows,
+              sm.in_pad[0]);
+  copies_done();
   __syncthreads();
   for (int l = 0; l < s.hidden; ++l) {
     bf* h = part<bf>(smem, sm.act[l + 1]);
@@ -367,10 +412,15 @@ __global__ void __launch_bounds__(256) loss_kernel(const Params p) {
   }
   __syncthreads();
   if (threadIdx.x < kSums) {
-    double total = 0.0;
-    for (int r = 0; r < n; ++r)
-      total += sums[r * kSums + threadIdx.x];
-    p.partial_sums[(static_cast<std::size_t>(m) * p.chunks + c) * kSums + threadIdx.x] = total;
+    // Four running sums (padded rows hold zeros), added in a fixed order.
+    double total[4] = {};
+    for (int r = 0; r < rows; r += 4) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        total[u] += sums[(r + u) * kSums + threadIdx.x];
+    }
+    p.partial_sums[(static_cast<std::size_t>(m) * p.chunks + c) * kSums + threadIdx.x] =
+        (total[0] + total[1]) + (total[2] + total[3]);
   }
 
   // 4. Down the layers: dW_l = act[l]^T dOut_l, db_l = dOut_l's column sums (the head's come
@@ -392,11 +442,15 @@ __global__ void __launch_bounds__(256) loss_kernel(const Params p) {
                                  }
                                });
     if (l < head) {
+      // Four running sums a column (rows is a multiple of 16), added in a fixed order.
       for (int o = threadIdx.x; o < out; o += blockDim.x) {
-        float sum = 0.0f;
-        for (int r = 0; r < rows; ++r)
-          sum += __bfloat162float(d[r * sm.ldd + o]);
-        parts[s.bias[l] + o] = sum;
+        float sum[4] = {};
+        for (int r = 0; r < rows; r += 4) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            sum[u] += __bfloat162float(d[(r + u) * sm.ldd + o]);
+        }
+        parts[s.bias[l] + o] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
       }
     }
     if (l > 0) {
