@@ -8,8 +8,8 @@
 //              network and batch (train/POP-K/EPOCH/K<k>) and on the train defaults' network
 //              and batch (train/POP-K/default/K<k>), K = 1 ... 64; on OpenMP the defaults'
 //              network for K = 1 ... 8 (train/POP-K-CPU/default/K<k>); on CUDA the defaults'
-//              network also on the products path (train/POP-K/default-products/K<k>; its
-//              default is the fused path, train/learning_step.hpp). 200 steps an epoch
+//              network also on the fused learning path (train/POP-K/default-fused/K<k>,
+//              train/learning_path.hpp). 200 steps an epoch
 //              (100 on OpenMP), validated on 100,000 bars (20,000), recorded cycles as
 //              --graph-steps auto chooses them.
 // Reports the epoch time split into training and validation, steps per second and the
@@ -107,7 +107,7 @@ struct PopulationWorkload {
   std::vector<std::size_t> hidden;  // empty: the train defaults' network and batch
   std::size_t batch, environments;
   std::size_t steps, validation_bars, training_bars;
-  const char* learning_path = "auto";  // --learning-path
+  const char* learning_path = "products";  // --learning-path
 };
 
 // FLOPs the products of one agent-step need (see the header).
@@ -203,13 +203,13 @@ void register_all() {
   static const PopulationWorkload pop_epoch{"POP-K/EPOCH", {512, 512, 512}, 1024,  256,
                                             200,           100000,          200000};
   static const PopulationWorkload pop_default{"POP-K/default", {}, 0, 0, 200, 100000, 200000};
-  // The defaults' network on the products path (its default is the fused one).
-  static const PopulationWorkload pop_products{
-      "POP-K/default-products", {}, 0, 0, 200, 100000, 200000, "products"};
+  // The defaults' network on the fused path.
+  static const PopulationWorkload pop_fused{
+      "POP-K/default-fused", {}, 0, 0, 200, 100000, 200000, "fused"};
   const std::vector<std::pair<const PopulationWorkload*, std::vector<std::size_t>>> populations{
       {&pop_epoch, {1, 2, 4, 8, 16, 32, 64}},
       {&pop_default, {1, 2, 4, 8, 16, 32, 64}},
-      {&pop_products, {1, 2, 4, 8, 16, 32, 64}}};
+      {&pop_fused, {1, 2, 4, 8, 16, 32, 64}}};
 #else
   static const PopulationWorkload pop_cpu{"POP-K-CPU/default", {}, 0, 0, 100, 20000, 50000};
   const std::vector<std::pair<const PopulationWorkload*, std::vector<std::size_t>>> populations{

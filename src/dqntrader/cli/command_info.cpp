@@ -12,15 +12,13 @@ namespace dqntrader::cli {
 
 namespace {
 
-// The paths a learning step may take in this build (train/learning_path.hpp), and when.
+// The paths a learning step may take in this build (train/learning_path.hpp).
 std::string learning_paths() {
   const std::string products = train::describe(train::LearningPath::products);
   if (std::string(gemm::backend_name()) != "cuda")
     return products;
-  return train::describe(train::LearningPath::fused) +
-         " for bf16 networks of 1 to 4 hidden layers at most 128 wide (and a state of at most "
-         "128 values), else " +
-         products;
+  return products + "; with --learning-path fused, " + train::describe(train::LearningPath::fused) +
+         " for bf16 networks of 1 to 4 hidden layers at most 128 wide";
 }
 
 }  // namespace

@@ -187,11 +187,7 @@ class EngineImpl final : public DqnTrainer::Engine {
 
     const std::size_t probe_rows = m_probe->rows();
     const std::size_t online_rows = std::max(2 * b + e, probe_rows);
-    // --learning-path auto: the fused path where it takes the networks.
-    learning_path = c.learning_path == "fused" ||
-                            (c.learning_path == "auto" && fused_takes(network, c.precision))
-                        ? LearningPath::fused
-                        : LearningPath::products;
+    learning_path = c.learning_path == "fused" ? LearningPath::fused : LearningPath::products;
     m_learn = std::make_unique<LearningStep<T>>(space, network, c.precision, k, b, e, online_rows,
                                                 learning_path);
     m_adam = std::make_unique<nn::Adam>(space, m_networks->layout(), adam);
@@ -691,7 +687,7 @@ std::size_t member_bytes(const TrainConfig& c, std::size_t features) {
   const std::size_t max_rows = std::max(rows, probe_rows);
   // The fused learning step's parts: at most a chunk of 16 samples each, a gradient and 11
   // sums a chunk.
-  const std::size_t fused_parts = c.learning_path != "products" && fused_takes(spec, c.precision)
+  const std::size_t fused_parts = c.learning_path == "fused" && fused_takes(spec, c.precision)
                                       ? (c.batch_size + 15) / 16 * (p * 4 + 11 * 8)
                                       : 0;
   return 9 * p * 4                 // parameters, optimizer, guard

@@ -19,7 +19,7 @@ enum class LearningPath { products, fused };
 
 /// Whether the fused path takes networks of spec in this precision (on this build and device).
 bool fused_takes(const nn::NetworkSpec& spec, Precision precision);
-/// "fused narrow MLP", or "batched products (" the product library ")".
+/// "fused narrow MLP" or "batched products" (the library: gemm::library_description()).
 std::string describe(LearningPath path);
 
 }  // namespace dqntrader::train

@@ -49,8 +49,7 @@ bool fused_takes(const nn::NetworkSpec& spec, Precision precision) {
 }
 
 std::string describe(LearningPath path) {
-  return path == LearningPath::fused ? "fused narrow MLP"
-                                     : "batched products (" + gemm::library_description() + ")";
+  return path == LearningPath::fused ? "fused narrow MLP" : "batched products";
 }
 
 template <class T>
