@@ -230,76 +230,12 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
   std::vector<EpochReport> run_epoch() override {
-    const TrainConfig& c = config;
-    const std::size_t k = members.size();
     const auto start = Clock::now();
-    if (m_settings_changed) {
-      // The epoch's read-back waits for these copies, before any set_member can follow.
-      Kokkos::deep_copy(m_space, m_settings,
-                        Kokkos::View<const MemberSettings*, Kokkos::HostSpace,
-                                     Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                            m_settings_host.data(), m_settings_host.size()));
-      m_adam->upload_settings(m_space);
-      m_settings_changed = false;
-    }
-    for (std::size_t done = 0; done < c.steps_per_epoch;)
-      done += advance(c.steps_per_epoch - done);  // recorded cycles where they fit
-    // The one read-back of the epoch: every member's sums and counters.
-    auto sums = Kokkos::create_mirror_view(m_sums);
-    auto adam = Kokkos::create_mirror_view(m_adam->counters());
-    auto guard = Kokkos::create_mirror_view(m_guard->counters());
-    auto probe = Kokkos::create_mirror_view(m_probe_sums);
-    auto steps = Kokkos::create_mirror_view(m_step);
-    Kokkos::deep_copy(m_space, sums, m_sums);
-    Kokkos::deep_copy(m_space, adam, m_adam->counters());
-    Kokkos::deep_copy(m_space, guard, m_guard->counters());
-    Kokkos::deep_copy(m_space, probe, m_probe_sums);
-    Kokkos::deep_copy(m_space, steps, m_step);
-    compat::fence(m_space, "dqntrader::train: the epoch summary is read on the host");
-    const double train_seconds = seconds_since(start);
-    ++m_epoch;
-
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    std::vector<EpochReport> reports(k);
-    for (std::size_t m = 0; m < k; ++m) {
-      EpochReport& r = reports[m];
-      r.epoch = m_epoch;
-      r.steps = steps(m);
-      r.learning_steps = adam(m).calls;
-      const double samples = sums(m).batches * static_cast<double>(c.batch_size);
-      r.loss = samples > 0 ? sums(m).loss / samples : nan;
-      r.mean_q = samples > 0 ? sums(m).q / samples : nan;
-      r.epsilon = env::epsilon_at(m_settings_host[m], steps(m));
-      r.learning_rate = m_adam->learning_rate(m, adam(m).calls);
-      r.skipped = adam(m).skipped - m_member_counters[m].skipped_before;
-      r.restores = guard(m).restores - m_member_counters[m].restores_before;
-      r.consecutive_faults = std::max(adam(m).consecutive, guard(m).consecutive);
-      m_member_counters[m] = MemberCounters{adam(m).skipped, guard(m).restores};
-      const double probes = static_cast<double>(m_probes_this_epoch);
-      for (std::size_t g = 0; g < m_probe->groups().size(); ++g) {
-        r.probe.push_back({m_probe->groups()[g], probes > 0 && m_settings_host[m].probe != 0
-                                                     ? probe(m, g) / probes
-                                                     : nan});
-      }
-      r.train_seconds = train_seconds;
-    }
-    Kokkos::deep_copy(m_space, m_sums, LossTotals{0, 0, 0});
-    Kokkos::deep_copy(m_space, m_probe_sums, 0.0);
-    m_probes_this_epoch = 0;
-
-    const auto validation_start = Clock::now();
-    const std::vector<std::vector<eval::WindowMetrics>> validation = validate_online();
-    const double validation_seconds = seconds_since(validation_start);
-    for (std::size_t m = 0; m < k; ++m) {
-      EpochReport& r = reports[m];
-      double sharpe = 0.0;
-      for (const auto& window : validation) {
-        r.validation.push_back(window[m]);
-        sharpe += window[m].sharpe;
-      }
-      r.validation_sharpe = sharpe / static_cast<double>(validation.size());
-      r.validation_seconds = validation_seconds;
-    }
+    upload_changed_settings();
+    for (std::size_t done = 0; done < config.steps_per_epoch;)
+      done += advance(config.steps_per_epoch - done);  // recorded cycles where they fit
+    std::vector<EpochReport> reports = read_epoch(start);
+    validate_members(reports);
     return reports;
   }
 
@@ -442,14 +378,88 @@ class EngineImpl final : public DqnTrainer::Engine {
     return steps > 0 ? static_cast<double>(m_cycle.kernels()) / static_cast<double>(steps) : 0.0;
   }
 
-  // Every member's validation: [window][member].
-  std::vector<std::vector<eval::WindowMetrics>> validate_online() {
+  // The settings set_member changed, on the device before the epoch's first step.
+  void upload_changed_settings() {
+    if (!m_settings_changed)
+      return;
+    // The epoch's read-back waits for these copies, before any set_member can follow.
+    Kokkos::deep_copy(m_space, m_settings,
+                      Kokkos::View<const MemberSettings*, Kokkos::HostSpace,
+                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                          m_settings_host.data(), m_settings_host.size()));
+    m_adam->upload_settings(m_space);
+    m_settings_changed = false;
+  }
+
+  // The one read-back of the epoch (every member's sums and counters, after its steps, which
+  // began at start) as each member's report; the sums start again from zero.
+  std::vector<EpochReport> read_epoch(Clock::time_point start) {
+    const TrainConfig& c = config;
+    auto sums = Kokkos::create_mirror_view(m_sums);
+    auto adam = Kokkos::create_mirror_view(m_adam->counters());
+    auto guard = Kokkos::create_mirror_view(m_guard->counters());
+    auto probe = Kokkos::create_mirror_view(m_probe_sums);
+    auto steps = Kokkos::create_mirror_view(m_step);
+    Kokkos::deep_copy(m_space, sums, m_sums);
+    Kokkos::deep_copy(m_space, adam, m_adam->counters());
+    Kokkos::deep_copy(m_space, guard, m_guard->counters());
+    Kokkos::deep_copy(m_space, probe, m_probe_sums);
+    Kokkos::deep_copy(m_space, steps, m_step);
+    compat::fence(m_space, "dqntrader::train: the epoch summary is read on the host");
+    const double train_seconds = seconds_since(start);
+    ++m_epoch;
+
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::vector<EpochReport> reports(count());
+    for (std::size_t m = 0; m < count(); ++m) {
+      EpochReport& r = reports[m];
+      r.epoch = m_epoch;
+      r.steps = steps(m);
+      r.learning_steps = adam(m).calls;
+      const double samples = sums(m).batches * static_cast<double>(c.batch_size);
+      r.loss = samples > 0 ? sums(m).loss / samples : nan;
+      r.mean_q = samples > 0 ? sums(m).q / samples : nan;
+      r.epsilon = env::epsilon_at(m_settings_host[m], steps(m));
+      r.learning_rate = m_adam->learning_rate(m, adam(m).calls);
+      r.skipped = adam(m).skipped - m_member_counters[m].skipped_before;
+      r.restores = guard(m).restores - m_member_counters[m].restores_before;
+      r.consecutive_faults = std::max(adam(m).consecutive, guard(m).consecutive);
+      m_member_counters[m] = MemberCounters{adam(m).skipped, guard(m).restores};
+      const double probes = static_cast<double>(m_probes_this_epoch);
+      for (std::size_t g = 0; g < m_probe->groups().size(); ++g) {
+        r.probe.push_back({m_probe->groups()[g], probes > 0 && m_settings_host[m].probe != 0
+                                                     ? probe(m, g) / probes
+                                                     : nan});
+      }
+      r.train_seconds = train_seconds;
+    }
+    Kokkos::deep_copy(m_space, m_sums, LossTotals{0, 0, 0});
+    Kokkos::deep_copy(m_space, m_probe_sums, 0.0);
+    m_probes_this_epoch = 0;
+    return reports;
+  }
+
+  // Every member's validation on every window, in one evaluation, into its report.
+  void validate_members(std::vector<EpochReport>& reports) {
+    const auto start = Clock::now();
     const nn::MemberVectors& vectors = m_networks->layout();
     const eval::ParameterRows rows =
         eval::parameter_rows(m_networks->online().data(), count(), vectors.size, vectors.stride);
-    if (windows.size() == 1)
-      return {m_evaluator->evaluate_graphed(rows)};
-    return m_evaluator->walk_forward(rows, windows);
+    const std::vector<std::vector<eval::WindowMetrics>> validation =
+        windows.size() == 1
+            ? std::vector<std::vector<eval::WindowMetrics>>{m_evaluator->evaluate_graphed(rows)}
+            : m_evaluator->walk_forward(rows, windows);  // [window][member]
+    const double seconds = seconds_since(start);
+    for (std::size_t m = 0; m < count(); ++m) {
+      EpochReport& r = reports[m];
+      double sharpe = 0.0;
+      for (const auto& window : validation) {
+        r.validation.push_back(window[m]);
+        sharpe += window[m].sharpe;
+      }
+      r.validation_sharpe = sharpe / static_cast<double>(validation.size());
+      r.validation_seconds = seconds;
+    }
   }
 
   // Whether a hard target update is due for some member after learning step `learning`.
@@ -653,8 +663,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<TrainingGuard> m_guard;
   std::unique_ptr<eval::BacktestEvaluator> m_evaluator;
   replay::Batch m_batch;
-  // [s; s'; the environments' states] of member m in block m and again in block K + m (for
-  // its target).
+  // [s; s'; the environments' states] of member m in block m (its target reads them there
+  // too).
   gemm::StridedBatch<T> m_states;
   MatrixBatch<float> m_q_online;  // each member's online network's Q-values
   Kokkos::View<LossSums*, DeviceMemory> m_loss;
