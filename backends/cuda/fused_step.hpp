@@ -1,7 +1,7 @@
 // The learning step of narrow networks on CUDA in two kernels, for every member of a
-// population at once (train::LearningStep chooses it: bf16, every hidden layer at most
-// kMaxWidth wide). The first kernel takes, per member and chunk of its batch, the target
-// network on the next states s', the online network on s', on a share of the environments'
+// population at once (train::LearningStep runs it for --learning-path fused: bf16, every hidden
+// layer at most kMaxWidth wide). The first kernel takes, per member and chunk of its batch, the
+// target network on the next states s', the online network on s', on a share of the environments'
 // states and on the states s, the double-DQN TD loss and the backward chain to every layer's
 // weight gradient, with the chunk's activations and one network's weights in shared memory and
 // every product on the tensor cores (mma.sync, bf16 operands, float accumulation). It writes
