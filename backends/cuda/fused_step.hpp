@@ -79,8 +79,10 @@ class Step {
  private:
   Shape m_shape;
   std::size_t m_members, m_batch, m_environments;
-  int m_rows = 0, m_chunks = 0, m_threads = 0;
-  std::size_t m_shared = 0;                            // bytes of shared memory a chunk takes
+  int m_rows = 0, m_chunks = 0;
+  int m_sets = 0;              // weight sets a block holds at once: 2, or 1 where 2 do not fit
+  int m_environment_rows = 0;  // the environments' rows of a pass
+  std::size_t m_shared = 0;    // bytes of shared memory a chunk takes
   Kokkos::View<float*, DeviceMemory> m_partials;       // [member][chunk][parameter]
   Kokkos::View<double*, DeviceMemory> m_partial_sums;  // [member][chunk][sum]
 };

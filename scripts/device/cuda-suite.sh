@@ -124,7 +124,7 @@ if want sanitizer; then
   # memcheck over every test that runs device code in this process (the learning runs, the
   # command-line tests and the kill test start other processes or take too long under it).
   timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 $build/tests/dqntrader_tests \
-    --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:Mlp*:TdLoss*:Replay*:Vaccine*:Environments*:TrainingGuard*:TrainingRun*' \
+    --gtest_filter='BuildConfig*:Bf16*:Gemm*:Modes/*:Precisions/*:PositionScan*:BacktestEvaluator*:Metrics*:BuiltinPolicies*:Features*:Dueling/*:Adam*:Mlp*:TdLoss*:Replay*:Vaccine*:Environments*:TrainingGuard*:TrainingRun*:LearningStep*' \
     >"$out/memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -n 5
 fi
@@ -141,6 +141,11 @@ if want racecheck; then
     --synth-bars 1200 --epochs 1 --steps-per-epoch 2 --learning-starts 64 --hidden 8 \
     --probe-interval 0 --out "$runs/racecheck-run" >"$out/racecheck-train.log" 2>&1
   echo "racecheck train exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-train.log"
+  # The fused learning step's kernels on the defaults' network.
+  timeout 70 compute-sanitizer --tool racecheck --error-exitcode 9 "$dqn" train \
+    --synth-bars 1200 --epochs 1 --steps-per-epoch 2 --learning-starts 64 --learning-path fused \
+    --probe-interval 0 --out "$runs/racecheck-fused" >"$out/racecheck-fused.log" 2>&1
+  echo "racecheck fused exit $?"; grep -E "RACECHECK SUMMARY" "$out/racecheck-fused.log"
   # The TD loss's teams at both sample counts (the oracle's batches of 203 and 8,203 samples).
   timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 $build/tests/dqntrader_tests \
     --gtest_filter='*TdLossOracle*' >"$out/racecheck-td-loss.log" 2>&1
