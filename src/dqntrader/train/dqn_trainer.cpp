@@ -695,10 +695,10 @@ std::size_t member_bytes(const TrainConfig& c, std::size_t features) {
   const std::size_t rows = 2 * c.batch_size + c.environments;
   const std::size_t probe_rows = 8 * c.probe_batch;  // up to seven feature groups and the states
   const std::size_t max_rows = std::max(rows, probe_rows);
-  // The fused learning step's parts: at most a chunk of 16 samples each, a gradient and 11
-  // sums a chunk.
+  // The fused learning step's parts: at most a chunk of 16 samples each, a gradient (padded to
+  // 16 bytes) and 11 sums a chunk.
   const std::size_t fused_parts = c.learning_path == "fused" && fused_takes(spec, c.precision)
-                                      ? (c.batch_size + 15) / 16 * (p * 4 + 11 * 8)
+                                      ? (c.batch_size + 15) / 16 * ((p + 3) / 4 * 16 + 11 * 8)
                                       : 0;
   return 9 * p * 4                 // parameters, optimizer, guard
          + 2 * p * value           // working copies
