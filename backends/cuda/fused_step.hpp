@@ -3,8 +3,9 @@
 // layer at most kMaxWidth wide). The first kernel takes, per member and chunk of its batch, the
 // target network on the next states s', the online network on s', on a share of the environments'
 // states and on the states s, the double-DQN TD loss and the backward chain to every layer's
-// weight gradient, with the chunk's activations and one network's weights in shared memory and
-// every product on the tensor cores (mma.sync, bf16 operands, float accumulation). It writes
+// weight gradient, with the chunk's activations and both networks' weights in shared memory (one
+// at a time where two do not fit) and every product on the tensor cores (mma.sync, bf16
+// operands, float accumulation). It writes
 // the online Q-values of every row and each chunk's gradient and sums apart. The second kernel
 // adds the chunks' parts in a fixed order into the gradient and the loss's sums: no atomics, so
 // the same inputs give the same bits.
