@@ -225,14 +225,19 @@ __device__ __forceinline__ void scatter(const Copy& c, int base, const bf (&v)[k
   }
 }
 
-// A whole copy: started, then its unaligned values round by round.
-__device__ void copy_matrix(const Copy& c) {
-  start_copy(c);
-  for (int base = 0; gathers(c, base); base += kGather * static_cast<int>(blockDim.x)) {
+// An unaligned copy's values from `base` on, round by round.
+__device__ void copy_rounds(const Copy& c, int base) {
+  for (; gathers(c, base); base += kGather * static_cast<int>(blockDim.x)) {
     bf v[kGather];
     gather(c, base, v);
     scatter(c, base, v);
   }
+}
+
+// A whole copy: started, then its unaligned values round by round.
+__device__ void copy_matrix(const Copy& c) {
+  start_copy(c);
+  copy_rounds(c, 0);
 }
 
 // A warp's tiles t < tiles (even, at most 4) of 16 x 8 at rows m0 and columns n0 + 8 t of
@@ -412,8 +417,8 @@ __device__ void load_inputs(const Params& p, char* smem, int m, const long long 
         copy_matrix(weights(slot, l));
     }
   }
-  // One round: every thread loads its biases (a layer's are at most blockDim.x), its values of
-  // the heads (at most kGather a thread) and its first round of unaligned states, then stores.
+  // One round: every thread loads its biases (a layer's are at most blockDim.x), its first
+  // round of the heads and of unaligned states, then stores; then any further rounds.
   const int c = threadIdx.x;
   float bias[2][kMaxHidden + 1] = {};
   bf head_values[2][kGather], state_values[Runs > 0 ? Runs : 1][kGather];
@@ -448,15 +453,15 @@ __device__ void load_inputs(const Params& p, char* smem, int m, const long long 
     }
   }
 #pragma unroll
-  for (int j = 0; j < Runs; ++j) {
-    const Copy copy = states(runs[j]);
-    scatter(copy, 0, state_values[j]);
-    const int round = kGather * static_cast<int>(blockDim.x);
-    for (int base = round; gathers(copy, base); base += round) {
-      gather(copy, base, state_values[j]);
-      scatter(copy, base, state_values[j]);
-    }
+  for (int j = 0; j < Runs; ++j)
+    scatter(states(runs[j]), 0, state_values[j]);
+  const int round = kGather * static_cast<int>(blockDim.x);
+  for (int slot = 0; slot < 2; ++slot) {
+    if (sets[slot] >= 0)
+      copy_rounds(weights(slot, head), round);
   }
+  for (int j = 0; j < Runs; ++j)
+    copy_rounds(states(runs[j]), round);
 }
 
 // Down the layers, one phase a layer: the online network (weight slot 0) on act's `rows` rows
