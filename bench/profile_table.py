@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Per-kernel table of an Nsight Compute CSV (gpu__time_duration.sum per kernel), as
 scripts/device/cuda-suite.sh profile writes it: launches, mean time, and per training step
-(steps counted as launches of the TD-loss kernel, one per learning step).
+(steps counted as launches of the kernel that takes the TD loss, one per learning step: the
+products path's TdLoss kernel or the fused path's loss_kernel).
 
     bench/profile_table.py profile.csv
 """
@@ -34,7 +35,7 @@ def main() -> int:
         count[name] += 1
         total[name] += float(r[value_at].replace(",", "")) / 1000.0  # ns -> us
         shape[name] = f"{r[grid_at]} x {r[block_at]}"
-    steps = sum(c for n, c in count.items() if "TdLoss" in n)
+    steps = sum(c for n, c in count.items() if "TdLoss" in n or re.search(r"fused::.*loss_kernel", n))
     if steps == 0:
         print(f"{sys.argv[1]}: no TD-loss launches, no training steps to count", file=sys.stderr)
         return 1

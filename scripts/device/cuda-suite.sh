@@ -6,8 +6,8 @@
 # first six). Logs go to $OUT (with --kokkos 4.6.01 under $OUT/kokkos-4.6.01/).
 #   scripts/device/cuda-suite.sh [--kokkos 4.6.01] [test] [gemm] [eval] [eval-peer] [train]
 #                                [train-peer] [pop] [pop-peer] [defaults] [sanitizer] [racecheck]
-#                                [profile] [pop-profile] [detail] [compare] [selection]
-#                                [schedule] [mpi]
+#                                [profile] [pop-profile] [stalls] [detail] [compare]
+#                                [selection] [schedule] [mpi]
 # With mpi the build has DQNTRADER_ENABLE_MPI (the test step then runs the MPI sweep test too).
 set -uo pipefail
 kokkos=3.4.01
@@ -199,12 +199,15 @@ if want profile; then
 fi
 if want pop-profile; then
   # As profile, for a population of 16 members at the EPOCH shape (dqntrader sweep over 16
-  # seeds): which kernels grow with the members. POP_PROFILE_SHAPE=default profiles 64 members
-  # of the train defaults' network instead.
+  # seeds): which kernels grow with the members. POP_PROFILE_SHAPE=default profiles
+  # POP_PROFILE_MEMBERS (64) members of the train defaults' network instead, on the learning
+  # path POP_PROFILE_PATH (products).
   dqn=$build/dqntrader
   "$dqn" synth --bars 40000 --seed 1 --out "$runs/pop-profile.dqnbars" >/dev/null
   if [ "${POP_PROFILE_SHAPE:-EPOCH}" = default ]; then
-    shape=(--seeds 1-64 --population 64)
+    members=${POP_PROFILE_MEMBERS:-64}
+    shape=(--seeds "1-$members" --population "$members"
+      --learning-path "${POP_PROFILE_PATH:-products}")
   else
     shape=(--seeds 1-16 --population 16 --hidden 512,512,512 --batch-size 1024
       --environments 256 --return-window 56 --learning-starts 1024 --target-update 1000)
@@ -215,6 +218,23 @@ if want pop-profile; then
     --out "$runs/pop-profile-run" >"$out/pop-profile.csv" 2>"$out/pop-profile.err"
   echo "pop-profile exit $?"
   python3 bench/profile_table.py "$out/pop-profile.csv" | tee "$out/pop-profile.md"
+fi
+if want stalls; then
+  # Where the fused learning step's first kernel waits: one launch (after 200 of it) of a
+  # population of STALLS_MEMBERS (1) members of the train defaults' network under Nsight
+  # Compute's full set, its warp-state samples by stall reason and by instruction
+  # (bench/stall_table.py); the SASS page with the samples in stalls.csv.
+  members=${STALLS_MEMBERS:-1}
+  "$build/dqntrader" synth --bars 40000 --seed 1 --out "$runs/stalls.dqnbars" >/dev/null
+  timeout 200 ncu --clock-control none -k regex:loss_kernel --launch-skip 200 --launch-count 1 \
+    --set full --import-source yes -o "$runs/stalls" "$build/dqntrader" sweep \
+    --seeds "1-$members" --population "$members" --learning-path fused \
+    --data "$runs/stalls.dqnbars" --steps-per-epoch 300 --epochs 1 --out "$runs/stalls-run" \
+    >"$out/stalls.log" 2>&1
+  echo "stalls exit $?"
+  ncu -i "$runs/stalls.ncu-rep" --page source --csv --print-source sass >"$out/stalls.csv" \
+    2>>"$out/stalls.log"
+  python3 bench/stall_table.py "$out/stalls.csv" | tee "$out/stalls.md"
 fi
 if want selection; then
   # How much of a sweep's winner is luck: 64 members (16 seeds x 4 learning rates, 8 epochs of
