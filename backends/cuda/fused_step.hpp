@@ -74,9 +74,6 @@ class Step {
   void gradients(const ExecSpace& space, float* grads, std::size_t grad_stride, double* sums,
                  double* totals) const;
 
-  /// The batch's samples a chunk takes.
-  int rows() const { return m_rows; }
-
  private:
   Shape m_shape;
   std::size_t m_members, m_batch, m_environments;
