@@ -11,8 +11,11 @@
 // Every product is a warp's 16-row strip of the output times a block of 16 or 32 columns, in
 // m16n8k16 tensor-core products whose operands ldmatrix loads from shared memory (transposed
 // where the operand is stored the other way); shared rows are padded by 8 values so that the
-// eight rows of an 8 x 8 load fall in different banks. Rows and widths are padded to multiples
-// of 16 with zeros (zero weights and biases keep the padded activations at zero).
+// eight rows of an 8 x 8 load fall in different banks. Rows are padded to multiples of 16 with
+// zeros; the state to 32, 64 or 128 values and every hidden layer to one of these widths, the
+// head to 16 outputs (zero weights and biases keep the padded activations at zero), and the
+// first kernel is compiled for each pair of widths, so that a product's extents, tiles and
+// strides are constants. A load is a table of copies in shared memory, run by one loop.
 #include "fused_step.hpp"
 
 #include <cuda_bf16.h>
@@ -40,8 +43,39 @@ __host__ __device__ constexpr int pad16(int n) {
   return (n + 15) / 16 * 16;
 }
 
+// The kernel's compiled widths: the state padded to kIn = 32, 64 or 128 values, every hidden
+// layer to one width kWidth of the same three, the head to kHeadPad outputs. A kernel is built
+// for each pair, so that a product's extents, its tiles and its strides are constants.
+constexpr int kWidths[3] = {32, 64, 128};
+constexpr int kHeadPad = pad16(kMaxHead);
+
+int padded(int n) {
+  for (int w : kWidths) {
+    if (n <= w)
+      return w;
+  }
+  return 0;
+}
+
 constexpr int kThreads = 512;         // a block's threads: a warp for each unit of a layer
 constexpr int kEnvironmentRows = 64;  // the most environments' rows a pass takes
+
+// A copy into shared memory (`to` bytes from its start, rows ld_to values apart) of a rows x
+// cols matrix in global memory (rows ld_from values apart), padded with zeros to rows_pad x
+// cols_pad: bf16 as it is, or bf16 or float values into floats (a bias). Where its rows are
+// whole 16-byte runs of bf16 it goes by cp.async, else value by value.
+struct Copy {
+  const char* from;
+  unsigned to, ld_to, ld_from;
+  unsigned short rows, cols, rows_pad, cols_pad;
+  unsigned char from_bytes, to_bytes;
+  bool runs;
+};
+
+// The copies a load takes at most: each weight set's weights and biases, and the state runs.
+constexpr int kMaxStateRuns = 3;
+constexpr int kMaxCopies = 2 * 2 * (kMaxHidden + 1) + kMaxStateRuns;
+constexpr int kGather = 4;  // the unaligned values a thread takes in a round
 
 // Where the parts of a block's shared memory lie (bytes from its start) for R rows, and the
 // strides of their rows (values). The online network's layer inputs act[l] hold R rows of s',
@@ -56,11 +90,25 @@ struct Smem {
   int environment_rows;     // the environments' rows of a pass
   int sets;                 // weight sets held: 2, the online's then the target's; or 1
   std::size_t w[2][kMaxHidden + 1], b[2][kMaxHidden + 1], act[kMaxHidden + 1], scratch[2];
-  std::size_t q_online, q_target, sums;
+  std::size_t q_online, q_target, sums, copies;
   std::size_t bytes;
 };
 
+// The compiled widths of shape's networks: {state, hidden}.
+struct Geometry {
+  int in = 0, width = 0;
+};
+
+Geometry geometry(const Shape& s) {
+  Geometry g;
+  g.in = padded(s.inputs[0]);
+  for (int l = 0; l < s.hidden; ++l)
+    g.width = std::max(g.width, padded(s.outputs[l]));
+  return g;
+}
+
 Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
+  const Geometry g = geometry(s);
   Smem m{};
   m.rows = rows;
   m.environment_rows = environment_rows;
@@ -74,8 +122,8 @@ Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
   const std::size_t online_rows = 2 * static_cast<std::size_t>(rows) + environment_rows;
   int widest = 0;
   for (int l = 0; l <= s.hidden; ++l) {
-    m.in_pad[l] = pad16(s.inputs[l]);
-    m.out_pad[l] = pad16(s.outputs[l]);
+    m.in_pad[l] = l == 0 ? g.in : g.width;
+    m.out_pad[l] = l == s.hidden ? kHeadPad : g.width;
     m.ldw[l] = m.out_pad[l] + kPad;
     m.lda[l] = m.in_pad[l] + kPad;
     widest = std::max(widest, m.out_pad[l]);
@@ -99,6 +147,7 @@ Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
   m.q_online = take(online_rows * kMaxHead * sizeof(float));
   m.q_target = take(static_cast<std::size_t>(rows) * kMaxHead * sizeof(float));
   m.sums = take(static_cast<std::size_t>(rows) * kSums * sizeof(double));
+  m.copies = take(kMaxCopies * sizeof(Copy) + (kMaxCopies + 1) * sizeof(int));
   m.bytes = at;
   return m;
 }
@@ -158,159 +207,69 @@ __device__ __forceinline__ void copies_done() {
   asm volatile("cp.async.wait_group 0;\n" ::);
 }
 
-// A rows x cols matrix (row stride ld_from) into shared memory (row stride ld_to), padded with
-// zeros to rows_pad x cols_pad.
-struct Copy {
-  bf* to;
-  int ld_to;
-  const bf* from;
-  std::size_t ld_from;
-  int rows, cols, rows_pad, cols_pad;
-
-  // Whether its rows are whole 16-byte runs that cp.async copies.
-  __device__ bool runs() const {
-    return cols % 8 == 0 && ld_from % 8 == 0 && reinterpret_cast<std::uintptr_t>(from) % 16 == 0;
-  }
-};
-
-// The values of an unaligned copy a thread takes at once (a round).
-constexpr int kGather = 4;
-
-// Starts a copy: its zero padding, and its 16-byte copies that do not wait where its rows are
-// whole runs (the caller waits: copies_done(), then __syncthreads()); an unaligned copy's values
-// are gather()ed and scatter()ed in rounds.
-__device__ void start_copy(const Copy& c) {
-  const bf zero = __float2bfloat16(0.0f);
-  const int threads = blockDim.x;
-  if (c.runs()) {
-    const int per_row = c.cols / 8;
-    for (int i = threadIdx.x; i < c.rows * per_row; i += threads) {
-      const int r = i / per_row, v = i % per_row;
-      copy16(c.to + r * c.ld_to + 8 * v, c.from + r * c.ld_from + 8 * v);
-    }
-  }
-  const int right = c.cols_pad - c.cols;
-  for (int i = threadIdx.x; i < c.rows * right; i += threads)
-    c.to[(i / right) * c.ld_to + c.cols + i % right] = zero;
-  for (int i = threadIdx.x; i < (c.rows_pad - c.rows) * c.cols_pad; i += threads)
-    c.to[(c.rows + i / c.cols_pad) * c.ld_to + i % c.cols_pad] = zero;
-}
-
-// Whether an unaligned copy has values left for the round from `base`.
-__device__ __forceinline__ bool gathers(const Copy& c, int base) {
-  return !c.runs() && base < c.rows * c.cols;
-}
-
-// An unaligned copy's values of the round from `base` into a thread's registers.
-__device__ __forceinline__ void gather(const Copy& c, int base, bf (&v)[kGather]) {
-  if (!gathers(c, base))
-    return;
-#pragma unroll
-  for (int u = 0; u < kGather; ++u) {
-    const int i = base + threadIdx.x + u * static_cast<int>(blockDim.x);
-    if (i < c.rows * c.cols)
-      v[u] = c.from[(i / c.cols) * c.ld_from + i % c.cols];
-  }
-}
-
-// ... and from them into shared memory.
-__device__ __forceinline__ void scatter(const Copy& c, int base, const bf (&v)[kGather]) {
-  if (!gathers(c, base))
-    return;
-#pragma unroll
-  for (int u = 0; u < kGather; ++u) {
-    const int i = base + threadIdx.x + u * static_cast<int>(blockDim.x);
-    if (i < c.rows * c.cols)
-      c.to[(i / c.cols) * c.ld_to + i % c.cols] = v[u];
-  }
-}
-
-// An unaligned copy's values from `base` on, round by round.
-__device__ void copy_rounds(const Copy& c, int base) {
-  for (; gathers(c, base); base += kGather * static_cast<int>(blockDim.x)) {
-    bf v[kGather];
-    gather(c, base, v);
-    scatter(c, base, v);
-  }
-}
-
-// A whole copy: started, then its unaligned values round by round.
-__device__ void copy_matrix(const Copy& c) {
-  start_copy(c);
-  copy_rounds(c, 0);
-}
-
-// A warp's tiles t < tiles (even, at most 4) of 16 x 8 at rows m0 and columns n0 + 8 t of
-// A B over k in [0, K): A(m, k) at a[m * lda + k], or a[k * lda + m] with AT (stored
-// transposed); B(k, n) at b[k * ldb + n], or b[n * ldb + k] with BN. acc[t][h * 2 + e] is
-// row m0 + lane / 4 + 8 h, column n0 + 8 t + 2 (lane % 4) + e.
-template <bool AT, bool BN>
-__device__ __forceinline__ void warp_product(float (&acc)[4][4], int tiles, const bf* a, int lda,
-                                             const bf* b, int ldb, int m0, int n0, int k,
-                                             int lane) {
+// A warp's Tiles (2 or 4) tiles of 16 x 8 at rows m0 and columns n0 + 8 t of A B over k in
+// [0, K) (K = 0: over [0, k)): A(m, k) at a[m * Lda + k], or a[k * Lda + m] with AT (stored
+// transposed); B(k, n) at b[k * Ldb + n], or b[n * Ldb + k] with BN. acc[t][h * 2 + e] is row
+// m0 + lane / 4 + 8 h, column n0 + 8 t + 2 (lane % 4) + e.
+template <bool AT, bool BN, int Tiles, int K, int Lda, int Ldb>
+__device__ __forceinline__ void warp_product(float (&acc)[4][4], const bf* a, const bf* b, int m0,
+                                             int n0, int k, int lane) {
   const int j = lane >> 3, r = lane & 7;
-#pragma unroll 4
-  for (int k0 = 0; k0 < k; k0 += 16) {
+  const int end = K > 0 ? K : k;
+#pragma unroll 2
+  for (int k0 = 0; k0 < end; k0 += 16) {
     unsigned fa[4];
     if (AT)
-      load_matrices<true>(fa, a + (k0 + (j >> 1) * 8 + r) * lda + m0 + (j & 1) * 8);
+      load_matrices<true>(fa, a + (k0 + (j >> 1) * 8 + r) * Lda + m0 + (j & 1) * 8);
     else
-      load_matrices<false>(fa, a + (m0 + (j & 1) * 8 + r) * lda + k0 + (j >> 1) * 8);
+      load_matrices<false>(fa, a + (m0 + (j & 1) * 8 + r) * Lda + k0 + (j >> 1) * 8);
 #pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      if (2 * p < tiles) {
-        const int n = n0 + 16 * p;
-        unsigned fb[4];
-        if (BN)
-          load_matrices<false>(fb, b + (n + (j >> 1) * 8 + r) * ldb + k0 + (j & 1) * 8);
-        else
-          load_matrices<true>(fb, b + (k0 + (j & 1) * 8 + r) * ldb + n + (j >> 1) * 8);
-        mma(acc[2 * p], fa, fb[0], fb[1]);
-        mma(acc[2 * p + 1], fa, fb[2], fb[3]);
-      }
+    for (int p = 0; p < Tiles / 2; ++p) {
+      const int n = n0 + 16 * p;
+      unsigned fb[4];
+      if (BN)
+        load_matrices<false>(fb, b + (n + (j >> 1) * 8 + r) * Ldb + k0 + (j & 1) * 8);
+      else
+        load_matrices<true>(fb, b + (k0 + (j & 1) * 8 + r) * Ldb + n + (j >> 1) * 8);
+      mma(acc[2 * p], fa, fb[0], fb[1]);
+      mma(acc[2 * p + 1], fa, fb[2], fb[3]);
     }
   }
 }
 
-// A unit's 16 x (8 tiles) outputs of a warp's product to out(row, column, v0, v1), a pair of
+// A unit's 16 x (8 Tiles) outputs of a warp's product to out(row, column, v0, v1), a pair of
 // adjacent values at a time.
-template <class Out>
-__device__ __forceinline__ void unit_out(const float (&acc)[4][4], int tiles, int m0, int n0,
-                                         int lane, const Out& out) {
+template <int Tiles, class Out>
+__device__ __forceinline__ void unit_out(const float (&acc)[4][4], int m0, int n0, int lane,
+                                         const Out& out) {
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    if (t < tiles) {
+  for (int t = 0; t < Tiles; ++t) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        out(m0 + (lane >> 2) + 8 * h, n0 + 8 * t + 2 * (lane & 3), acc[t][2 * h],
-            acc[t][2 * h + 1]);
-    }
+    for (int h = 0; h < 2; ++h)
+      out(m0 + (lane >> 2) + 8 * h, n0 + 8 * t + 2 * (lane & 3), acc[t][2 * h], acc[t][2 * h + 1]);
   }
 }
 
-// Tiles a unit takes (blocks of 32 columns, 16 where that leaves warps idle) for `strips`
-// strips of n columns.
-__device__ __forceinline__ int unit_tiles(int strips, int n) {
-  return strips * ((n + 31) / 32) >= static_cast<int>(blockDim.x >> 5) ? 4 : 2;
-}
+// The tiles of a unit of N columns: blocks of 32 columns, 16 for the head's 16.
+template <int N>
+constexpr int kTiles = N >= 32 ? 4 : 2;
 
-// The block's product of M x N (both multiples of 16) over k: warp first_warp takes the first
-// of the 16-row strips times blocks of columns, the next warps the next units in turn, and each
-// hands its unit's accumulators to out(acc, tiles, m0, n0) (unit_out's layout).
-template <bool AT, bool BN, class Out>
-__device__ __forceinline__ void block_product(int m, int n, int k, const bf* a, int lda,
-                                              const bf* b, int ldb, int first_warp,
-                                              const Out& out) {
+// The block's product of M x N (M a multiple of 16, N of 8 kTiles<N>) over k (K, or k where
+// K = 0): warp first_warp takes the first of the 16-row strips times blocks of columns, the
+// next warps the next units in turn, and each hands its unit's accumulators to out(acc, m0, n0)
+// (unit_out's layout).
+template <bool AT, bool BN, int N, int K, int Lda, int Ldb, class Out>
+__device__ __forceinline__ void block_product(int m, int k, const bf* a, const bf* b,
+                                              int first_warp, const Out& out) {
+  constexpr int tiles = kTiles<N>, blocks = N / (8 * tiles);
   const int warps = blockDim.x >> 5, lane = threadIdx.x & 31;
   const int warp = ((threadIdx.x >> 5) - first_warp % warps + warps) % warps;
-  const int strips = m / 16, per = unit_tiles(strips, n);
-  const int blocks = (n + 8 * per - 1) / (8 * per);
+  const int strips = m / 16;
   for (int u = warp; u < strips * blocks; u += warps) {
-    const int m0 = (u / blocks) * 16, n0 = (u % blocks) * 8 * per;
-    const int tiles = min(per, (n - n0) / 8);
+    const int m0 = (u / blocks) * 16, n0 = (u % blocks) * 8 * tiles;
     float acc[4][4] = {};
-    warp_product<AT, BN>(acc, tiles, a, lda, b, ldb, m0, n0, k, lane);
-    out(acc, tiles, m0, n0);
+    warp_product<AT, BN, tiles, K, Lda, Ldb>(acc, a, b, m0, n0, k, lane);
+    out(acc, m0, n0);
   }
 }
 
@@ -375,147 +334,204 @@ struct StateRows {
   int first, n, at, rows_pad;
 };
 
-// Weight sets into the weight slots (sets[slot]: member m's online network is set m, its target
-// M + m; -1 none) and runs of member m's states into act[0], in one memory round trip where the
-// shapes allow it: the matrices whose rows are whole 16-byte runs by copies that do not wait, and
-// every thread's other values (biases, the heads, unaligned states) loaded into registers before
-// any is stored. Hidden biases come from the working copy, the head's from the master. The
-// caller waits: copies_done(), then __syncthreads().
-template <int Runs>
-__device__ void load_inputs(const Params& p, char* smem, int m, const long long (&sets)[2],
-                            const StateRows (&runs)[Runs]) {
+// Copy j of a load (see load_inputs): weight set `slot`'s layer l weights (even i) or biases
+// (odd i) for j < per set x sets, then the state runs.
+__device__ Copy describe(const Params& p, int m, const long long (&sets)[2],
+                         const StateRows (&runs)[kMaxStateRuns], int j) {
   const Shape& s = p.shape;
   const Smem& sm = p.smem;
-  const int head = s.hidden;
-  auto weights = [&](int slot, int l) {
-    const bf* w = reinterpret_cast<const bf*>(p.in.working) + sets[slot] * p.in.stride;
-    return Copy{part<bf>(smem, sm.w[slot][l]),
-                sm.ldw[l],
-                w + s.weight[l],
-                static_cast<std::size_t>(s.outputs[l]),
-                s.inputs[l],
-                s.outputs[l],
-                sm.in_pad[l],
-                sm.out_pad[l]};
-  };
-  auto states = [&](const StateRows& r) {
-    return Copy{part<bf>(smem, sm.act[0]) + r.at * sm.lda[0],
-                sm.lda[0],
-                reinterpret_cast<const bf*>(p.in.states) +
-                    static_cast<std::size_t>(m) * p.in.state_member +
-                    static_cast<std::size_t>(r.first) * p.in.state_row,
-                p.in.state_row,
-                r.n,
-                s.inputs[0],
-                r.rows_pad,
-                sm.in_pad[0]};
-  };
-  // The hidden layers' weights (an unaligned one, in a shape a sweep may ask for, whole here).
-  for (int slot = 0; slot < 2; ++slot) {
-    if (sets[slot] >= 0) {
-      for (int l = 0; l < head; ++l)
-        copy_matrix(weights(slot, l));
-    }
+  const int head = s.hidden, per_set = 2 * (head + 1);
+  const int held = (sets[0] >= 0) + (sets[1] >= 0);
+  Copy c{};
+  if (j < held * per_set) {
+    const int slot = j / per_set, l = (j % per_set) / 2;
+    const bool bias = j % 2 == 1;
+    const std::size_t at =
+        (slot == 0 ? sets[0] : sets[1]) * p.in.stride + (bias ? s.bias[l] : s.weight[l]);
+    c.to_bytes = bias ? 4 : 2;
+    c.from_bytes = bias && l == head ? 4 : 2;  // the head's bias from the float master
+    c.from = c.from_bytes == 4 ? reinterpret_cast<const char*>(p.in.master + at)
+                               : reinterpret_cast<const char*>(p.in.working + at);
+    c.to = static_cast<unsigned>(bias ? sm.b[slot][l] : sm.w[slot][l]);
+    c.rows = bias ? 1 : s.inputs[l];
+    c.cols = s.outputs[l];
+    c.rows_pad = bias ? 1 : sm.in_pad[l];
+    c.cols_pad = sm.out_pad[l];
+    c.ld_to = bias ? 0 : sm.ldw[l];
+    c.ld_from = s.outputs[l];
+  } else {
+    const int run = j - held * per_set;
+    StateRows r = runs[0];
+#pragma unroll
+    for (int k = 1; k < kMaxStateRuns; ++k)
+      r = run == k ? runs[k] : r;
+    c.from = reinterpret_cast<const char*>(p.in.states +
+                                           static_cast<std::size_t>(m) * p.in.state_member +
+                                           static_cast<std::size_t>(r.first) * p.in.state_row);
+    c.from_bytes = c.to_bytes = 2;
+    c.to = static_cast<unsigned>(sm.act[0] + static_cast<std::size_t>(r.at) * sm.lda[0] * 2);
+    c.rows = r.n;
+    c.cols = s.inputs[0];
+    c.rows_pad = r.rows_pad;
+    c.cols_pad = sm.in_pad[0];
+    c.ld_to = sm.lda[0];
+    c.ld_from = static_cast<unsigned>(p.in.state_row);
   }
-  // One round: every thread loads its biases (a layer's are at most blockDim.x), its first
-  // round of the heads and of unaligned states, then stores; then any further rounds.
-  const int c = threadIdx.x;
-  float bias[2][kMaxHidden + 1] = {};
-  bf head_values[2][kGather], state_values[Runs > 0 ? Runs : 1][kGather];
-#pragma unroll
-  for (int slot = 0; slot < 2; ++slot) {
-    if (sets[slot] >= 0) {
-      const bf* w = reinterpret_cast<const bf*>(p.in.working) + sets[slot] * p.in.stride;
-      const float* master = p.in.master + sets[slot] * p.in.stride;
-#pragma unroll
-      for (int l = 0; l <= kMaxHidden; ++l) {
-        if (l <= head && c < s.outputs[l])
-          bias[slot][l] = l < head ? __bfloat162float(w[s.bias[l] + c]) : master[s.bias[l] + c];
-      }
-      start_copy(weights(slot, head));
-      gather(weights(slot, head), 0, head_values[slot]);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < Runs; ++j) {
-    start_copy(states(runs[j]));
-    gather(states(runs[j]), 0, state_values[j]);
-  }
-#pragma unroll
-  for (int slot = 0; slot < 2; ++slot) {
-    if (sets[slot] >= 0) {
-#pragma unroll
-      for (int l = 0; l <= kMaxHidden; ++l) {
-        if (l <= head && c < sm.out_pad[l])
-          part<float>(smem, sm.b[slot][l])[c] = bias[slot][l];
-      }
-      scatter(weights(slot, head), 0, head_values[slot]);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < Runs; ++j)
-    scatter(states(runs[j]), 0, state_values[j]);
-  const int round = kGather * static_cast<int>(blockDim.x);
-  for (int slot = 0; slot < 2; ++slot) {
-    if (sets[slot] >= 0)
-      copy_rounds(weights(slot, head), round);
-  }
-  for (int j = 0; j < Runs; ++j)
-    copy_rounds(states(runs[j]), round);
+  c.runs = c.to_bytes == 2 && c.from_bytes == 2 && c.cols % 8 == 0 && c.ld_from % 8 == 0 &&
+           reinterpret_cast<std::uintptr_t>(c.from) % 16 == 0;
+  return c;
 }
 
-// Down the layers, one phase a layer: the online network (weight slot 0) on act's `rows` rows
-// from `first`, beside the target network (the last slot) on the first `target_rows` rows
-// (s'). The online hidden layers go to act[l + 1], the target's to the scratch parts in turn;
-// the heads' outputs (before a dueling combination) to q_online's and q_target's rows.
-__device__ void forward(const Params& p, char* smem, int first, int rows, int target_rows) {
-  const Shape& s = p.shape;
-  const Smem& sm = p.smem;
-  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int online_strips = rows / 16, strips = online_strips + target_rows / 16;
-  const int target_slot = sm.sets - 1;
-  float* const q_online = part<float>(smem, sm.q_online);
-  float* const q_target = part<float>(smem, sm.q_target);
-  for (int l = 0; l <= s.hidden; ++l) {
-    const bool head = l == s.hidden;
-    const int n = sm.out_pad[l], k = sm.in_pad[l];
-    const int per = unit_tiles(strips, n), blocks = (n + 8 * per - 1) / (8 * per);
-    for (int u = warp; u < strips * blocks; u += warps) {
-      const int strip = u / blocks, n0 = (u % blocks) * 8 * per;
-      const int tiles = min(per, (n - n0) / 8);
-      const bool target = strip >= online_strips;
-      const int slot = target ? target_slot : 0;
-      const int m0 = 16 * (target ? strip - online_strips : strip);
-      const bf* a = part<bf>(smem, sm.act[l]) + (target ? 0 : first) * sm.lda[l];
-      int lda = sm.lda[l];
-      if (target && l > 0) {
-        a = part<bf>(smem, sm.scratch[(l - 1) & 1]);
-        lda = sm.ldd;
-      }
-      float acc[4][4] = {};
-      warp_product<false, false>(acc, tiles, a, lda, part<bf>(smem, sm.w[slot][l]), sm.ldw[l], m0,
-                                 n0, k, lane);
-      const float* bias = part<float>(smem, sm.b[slot][l]);
-      if (head) {
-        float* const q = target ? q_target : q_online + first * kMaxHead;
-        unit_out(acc, tiles, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-          if (c < kMaxHead) {
-            q[r * kMaxHead + c] = v0 + bias[c];
-            q[r * kMaxHead + c + 1] = v1 + bias[c + 1];
-          }
-        });
-      } else {
-        bf* h = target ? part<bf>(smem, sm.scratch[l & 1])
-                       : part<bf>(smem, sm.act[l + 1]) + first * sm.lda[l + 1];
-        const int ld = target ? sm.ldd : sm.lda[l + 1];
-        unit_out(acc, tiles, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-          *reinterpret_cast<__nv_bfloat162*>(h + r * ld + c) =
-              __floats2bfloat162_rn(fmaxf(v0 + bias[c], 0.0f), fmaxf(v1 + bias[c + 1], 0.0f));
-        });
+// Weight sets into the weight slots (sets[slot]: member m's online network is set m, its target
+// M + m; -1 none; a set only where the one before it is) and `count` runs of member m's states
+// into act[0], in one memory round trip where the values are few: the copies are described in
+// shared memory (`table`), the whole 16-byte runs go by cp.async, and each thread loads its
+// first kGather unaligned values (the heads, the biases, unaligned states) before it stores
+// any. The caller waits: copies_done(), then __syncthreads().
+__device__ void load_inputs(const Params& p, char* smem, int m, const long long (&sets)[2],
+                            const StateRows (&runs)[kMaxStateRuns], int count) {
+  Copy* const table = reinterpret_cast<Copy*>(smem + p.smem.copies);
+  // firsts[j]: where copy j's values start in the numbering of the unaligned values.
+  int* const firsts = reinterpret_cast<int*>(table + kMaxCopies);
+  const int per_set = 2 * (p.shape.hidden + 1);
+  const int copies = ((sets[0] >= 0) + (sets[1] >= 0)) * per_set + count;
+  const int t = threadIdx.x, threads = blockDim.x;
+  if (t < copies)
+    table[t] = describe(p, m, sets, runs, t);
+  __syncthreads();
+  if (t <= copies) {
+    int first = 0;
+    for (int j = 0; j < t; ++j)
+      first += table[j].runs ? 0 : table[j].rows * table[j].cols;
+    firsts[t] = first;
+  }
+  // The runs, and the zeros right of and below each matrix.
+  for (int j = 0; j < copies; ++j) {
+    const Copy c = table[j];
+    char* const to = smem + c.to;
+    if (c.runs) {
+      const int per_row = c.cols / 8;
+      for (int i = t; i < c.rows * per_row; i += threads) {
+        const int r = i / per_row, v = i - r * per_row;
+        copy16(
+            reinterpret_cast<bf*>(to) + r * c.ld_to + 8 * v,
+            reinterpret_cast<const bf*>(c.from) + static_cast<std::size_t>(r) * c.ld_from + 8 * v);
       }
     }
-    __syncthreads();
+    const int right = c.cols_pad - c.cols, below = c.rows_pad - c.rows;
+    for (int i = t; i < c.rows * right + below * c.cols_pad; i += threads) {
+      int r, v;
+      if (i < c.rows * right) {
+        r = i / right;
+        v = c.cols + (i - r * right);
+      } else {
+        const int k = i - c.rows * right;
+        r = c.rows + k / c.cols_pad;
+        v = k % c.cols_pad;
+      }
+      if (c.to_bytes == 2)
+        reinterpret_cast<bf*>(to)[r * c.ld_to + v] = __float2bfloat16(0.0f);
+      else
+        reinterpret_cast<float*>(to)[r * c.ld_to + v] = 0.0f;
+    }
   }
+  __syncthreads();  // firsts
+  const int values = firsts[copies];
+  for (int base = 0; base < values; base += kGather * threads) {
+    unsigned bits[kGather];
+    int copy[kGather], at[kGather];
+    int j = 0;  // the copy of the value before (a thread's values ascend)
+#pragma unroll
+    for (int u = 0; u < kGather; ++u) {
+      const int e = base + t + u * threads;
+      copy[u] = -1;
+      if (e < values) {
+        while (e >= firsts[j + 1])
+          ++j;
+        const Copy& c = table[j];
+        const int i = e - firsts[j], r = i / c.cols, v = i - r * c.cols;
+        const char* const from =
+            c.from + (static_cast<std::size_t>(r) * c.ld_from + v) * c.from_bytes;
+        bits[u] = c.from_bytes == 4 ? *reinterpret_cast<const unsigned*>(from)
+                                    : *reinterpret_cast<const unsigned short*>(from);
+        copy[u] = j;
+        at[u] = r * c.ld_to + v;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kGather; ++u) {
+      if (copy[u] >= 0) {
+        const Copy& c = table[copy[u]];
+        char* const to = smem + c.to;
+        if (c.to_bytes == 2) {
+          reinterpret_cast<unsigned short*>(to)[at[u]] = static_cast<unsigned short>(bits[u]);
+        } else if (c.from_bytes == 2) {
+          reinterpret_cast<float*>(to)[at[u]] = __uint_as_float(bits[u] << 16);  // bf16's bits
+        } else {
+          reinterpret_cast<float*>(to)[at[u]] = __uint_as_float(bits[u]);
+        }
+      }
+    }
+  }
+}
+
+// Layer l of both networks, one phase (K inputs, N outputs, W the hidden width): the online
+// network (weight slot 0) on act's rows from `first` (online_strips strips of 16), beside the
+// target network (the last slot) on the first rows (s'; the further strips up to `strips`).
+// Hidden outputs go to act[l + 1] and to the scratch parts in turn; the head's (before a
+// dueling combination) to q_online's and q_target's rows.
+template <int K, int N, int W, bool Head>
+__device__ __forceinline__ void forward_layer(const Params& p, char* smem, int l, int first,
+                                              int online_strips, int strips) {
+  const Smem& sm = p.smem;
+  constexpr int tiles = kTiles<N>, blocks = N / (8 * tiles);
+  constexpr int lda = K + kPad, ldw = N + kPad, ldh = W + kPad;
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int target_slot = sm.sets - 1;
+  for (int u = warp; u < strips * blocks; u += warps) {
+    const int strip = u / blocks, n0 = (u % blocks) * 8 * tiles;
+    const bool target = strip >= online_strips;
+    const int slot = target ? target_slot : 0;
+    const int m0 = 16 * (target ? strip - online_strips : strip);
+    // The target's hidden inputs lie in scratch, whose rows are the hidden layers' (lda).
+    const bf* const a = target && l > 0 ? part<bf>(smem, sm.scratch[(l - 1) & 1])
+                                        : part<bf>(smem, sm.act[l]) + (target ? 0 : first) * lda;
+    float acc[4][4] = {};
+    warp_product<false, false, tiles, K, lda, ldw>(acc, a, part<bf>(smem, sm.w[slot][l]), m0, n0, 0,
+                                                   lane);
+    const float* bias = part<float>(smem, sm.b[slot][l]);
+    if (Head) {
+      float* const q = target ? part<float>(smem, sm.q_target)
+                              : part<float>(smem, sm.q_online) + first * kMaxHead;
+      unit_out<tiles>(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
+        if (c < kMaxHead) {
+          q[r * kMaxHead + c] = v0 + bias[c];
+          q[r * kMaxHead + c + 1] = v1 + bias[c + 1];
+        }
+      });
+    } else {
+      bf* const h =
+          target ? part<bf>(smem, sm.scratch[l & 1]) : part<bf>(smem, sm.act[l + 1]) + first * ldh;
+      unit_out<tiles>(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
+        *reinterpret_cast<__nv_bfloat162*>(h + r * ldh + c) =
+            __floats2bfloat162_rn(fmaxf(v0 + bias[c], 0.0f), fmaxf(v1 + bias[c + 1], 0.0f));
+      });
+    }
+  }
+  __syncthreads();
+}
+
+// Down the layers (state In values wide, hidden layers W), one phase a layer: the online
+// network on act's `rows` rows from `first` beside the target network on the first
+// `target_rows` rows (s').
+template <int In, int W>
+__device__ void forward(const Params& p, char* smem, int first, int rows, int target_rows) {
+  const int online_strips = rows / 16, strips = online_strips + target_rows / 16;
+  const int head = p.shape.hidden;
+  forward_layer<In, W, W, false>(p, smem, 0, first, online_strips, strips);
+  for (int l = 1; l < head; ++l)
+    forward_layer<W, W, W, false>(p, smem, l, first, online_strips, strips);
+  forward_layer<W, kHeadPad, W, true>(p, smem, head, first, online_strips, strips);
 }
 
 // Q from a row's head outputs o (train's head_q): o itself, or with a dueling head
@@ -590,6 +606,54 @@ __device__ __forceinline__ double huber(double d, double delta) {
   return a <= delta ? 0.5 * d * d : delta * (a - 0.5 * delta);
 }
 
+// Layer l's backward phase over the chunk's `rows` s rows (K inputs, N outputs, W the hidden
+// width): its weight gradient act[l]^T dOut into parts, where dOut is scratch[now]; a hidden
+// layer's bias gradient (dOut's column sums; the head's come from the loss's sums); and but for
+// the first layer, the next dOut = (dOut W^T) where act[l] > 0 into the other scratch part.
+template <int K, int N, int W, bool Head, bool First>
+__device__ __forceinline__ void backward_layer(const Params& p, char* smem, int l, int rows,
+                                               int now, float* parts) {
+  const Shape& s = p.shape;
+  const Smem& sm = p.smem;
+  constexpr int lda = K + kPad, ldd = W + kPad, ldw = N + kPad;
+  const bf* const d = part<bf>(smem, sm.scratch[now]);
+  const bf* const act = part<bf>(smem, sm.act[l]) + sm.rows * lda;
+  const int in = s.inputs[l], out = s.outputs[l];
+  float* const dw = parts + s.weight[l];
+  constexpr int weight_units = (K / 16) * (N / (8 * kTiles<N>));
+  block_product<true, false, N, 0, lda, ldd>(
+      K, rows, act, d, 0, [&](const float(&acc)[4][4], int m0, int n0) {
+        store_weight_unit(acc, kTiles<N>, m0, n0, dw, in, out);
+      });
+  if (!Head) {
+    // Four running sums a column (rows is a multiple of 16), added in a fixed order.
+    for (int o = threadIdx.x; o < out; o += blockDim.x) {
+      float sum[4] = {};
+      for (int r = 0; r < rows; r += 4) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          sum[u] += __bfloat162float(d[(r + u) * ldd + o]);
+      }
+      parts[s.bias[l] + o] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+    }
+  }
+  if (!First) {
+    bf* const next = part<bf>(smem, sm.scratch[1 - now]);
+    block_product<false, true, K, N, ldd, ldw>(
+        rows, 0, d, part<bf>(smem, sm.w[0][l]), weight_units,
+        [&](const float(&acc)[4][4], int m0, int n0) {
+          unit_out<kTiles<K>>(acc, m0, n0, threadIdx.x & 31, [&](int r, int i, float v0, float v1) {
+            const float2 h =
+                __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(act + r * lda + i));
+            *reinterpret_cast<__nv_bfloat162*>(next + r * ldd + i) =
+                __floats2bfloat162_rn(h.x > 0.0f ? v0 : 0.0f, h.y > 0.0f ? v1 : 0.0f);
+          });
+        });
+  }
+  __syncthreads();
+}
+
+template <int In, int W>
 __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
   extern __shared__ __align__(128) char smem[];
   const Shape& s = p.shape;
@@ -609,27 +673,27 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
                              sm.sets == 2 ? static_cast<long long>(target) : -1};
   const StateRows rows_in[3] = {StateRows{b + first, n, 0, R}, StateRows{first, n, R, R},
                                 StateRows{2 * b + env_first, env, 2 * R, pad16(env)}};
-  load_inputs(p, smem, m, both, rows_in);
+  load_inputs(p, smem, m, both, rows_in, 3);
   copies_done();
   __syncthreads();
   if (sm.sets == 1) {
-    forward(p, smem, 0, 0, R);
+    forward<In, W>(p, smem, 0, 0, R);
     const long long online_only[2] = {static_cast<long long>(online), -1};
-    const StateRows no_rows[1] = {StateRows{0, 0, 0, 0}};
-    load_inputs(p, smem, m, online_only, no_rows);
+    const StateRows no_rows[kMaxStateRuns] = {};
+    load_inputs(p, smem, m, online_only, no_rows, 0);
     copies_done();
     __syncthreads();
   }
-  forward(p, smem, 0, 2 * R + pad16(env), sm.sets == 2 ? R : 0);
+  forward<In, W>(p, smem, 0, 2 * R + pad16(env), sm.sets == 2 ? R : 0);
   write_q(p, smem, m, rows_in);
   for (int e = env_first + env; e < env_end; e += sm.environment_rows) {
     const int k = min(sm.environment_rows, env_end - e);
     const long long none[2] = {-1, -1};
-    const StateRows more[1] = {StateRows{2 * b + e, k, 2 * R, pad16(k)}};
-    load_inputs(p, smem, m, none, more);
+    const StateRows more[kMaxStateRuns] = {StateRows{2 * b + e, k, 2 * R, pad16(k)}};
+    load_inputs(p, smem, m, none, more, 1);
     copies_done();
     __syncthreads();
-    forward(p, smem, 2 * R, pad16(k), 0);
+    forward<In, W>(p, smem, 2 * R, pad16(k), 0);
     write_q(p, smem, m, more);
   }
 
@@ -681,7 +745,8 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
     // d loss / d head outputs: the one-hot dq, through a dueling head's combination.
     bf* const row = d_head + r * sm.ldd;
     const double share = static_cast<double>(dq) / static_cast<double>(actions);
-    for (int o = 0; o < sm.out_pad[head]; ++o) {
+#pragma unroll
+    for (int o = 0; o < kHeadPad; ++o) {
       float value = 0.0f;
       if (!s.dueling) {
         value = o == taken ? dq : 0.0f;
@@ -712,46 +777,11 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
   // 4. Down the layers: dW_l = act[l]^T dOut_l, db_l = dOut_l's column sums (the head's come
   // from the sums above), dOut_{l-1} = (dOut_l W_l^T) where act[l] > 0; over the s rows.
   float* const parts = p.partials + (static_cast<std::size_t>(m) * p.chunks + c) * p.part_stride;
-  int now_buffer = 0;
-  for (int l = head; l >= 0; --l) {
-    const bf* const d = part<bf>(smem, sm.scratch[now_buffer]);
-    const bf* const act = part<bf>(smem, sm.act[l]) + R * sm.lda[l];
-    const int in = s.inputs[l], out = s.outputs[l];
-    float* const dw = parts + s.weight[l];
-    const int weight_units = (sm.in_pad[l] / 16) * ((sm.out_pad[l] + 31) / 32);
-    block_product<true, false>(sm.in_pad[l], sm.out_pad[l], rows, act, sm.lda[l], d, sm.ldd, 0,
-                               [&](const float(&acc)[4][4], int tiles, int m0, int n0) {
-                                 store_weight_unit(acc, tiles, m0, n0, dw, in, out);
-                               });
-    if (l < head) {
-      // Four running sums a column (rows is a multiple of 16), added in a fixed order.
-      for (int o = threadIdx.x; o < out; o += blockDim.x) {
-        float sum[4] = {};
-        for (int r = 0; r < rows; r += 4) {
-#pragma unroll
-          for (int u = 0; u < 4; ++u)
-            sum[u] += __bfloat162float(d[(r + u) * sm.ldd + o]);
-        }
-        parts[s.bias[l] + o] = (sum[0] + sum[1]) + (sum[2] + sum[3]);
-      }
-    }
-    if (l > 0) {
-      bf* const next = part<bf>(smem, sm.scratch[1 - now_buffer]);
-      const int lda = sm.lda[l], ldd = sm.ldd;
-      block_product<false, true>(
-          rows, sm.in_pad[l], sm.out_pad[l], d, ldd, part<bf>(smem, sm.w[0][l]), sm.ldw[l],
-          weight_units, [&](const float(&acc)[4][4], int tiles, int m0, int n0) {
-            unit_out(acc, tiles, m0, n0, threadIdx.x & 31, [&](int r, int i, float v0, float v1) {
-              const float2 h =
-                  __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(act + r * lda + i));
-              *reinterpret_cast<__nv_bfloat162*>(next + r * ldd + i) =
-                  __floats2bfloat162_rn(h.x > 0.0f ? v0 : 0.0f, h.y > 0.0f ? v1 : 0.0f);
-            });
-          });
-    }
-    __syncthreads();
-    now_buffer = 1 - now_buffer;
-  }
+  backward_layer<W, kHeadPad, W, true, false>(p, smem, head, rows, 0, parts);
+  int now = 1;
+  for (int l = head - 1; l >= 1; --l, now = 1 - now)
+    backward_layer<W, W, W, false, false>(p, smem, l, rows, now, parts);
+  backward_layer<In, W, W, false, true>(p, smem, 0, rows, now, parts);
 }
 
 // Member m's parameter p: the chunks' parts added in order; the head's bias from the chunks'
@@ -821,6 +851,19 @@ int multiprocessors() {
   return count;
 }
 
+using Kernel = void (*)(Params);
+
+// The first kernel as compiled for shape's widths.
+Kernel loss_kernel_for(const Shape& shape) {
+  static constexpr Kernel kernels[3][3] = {
+      {loss_kernel<32, 32>, loss_kernel<32, 64>, loss_kernel<32, 128>},
+      {loss_kernel<64, 32>, loss_kernel<64, 64>, loss_kernel<64, 128>},
+      {loss_kernel<128, 32>, loss_kernel<128, 64>, loss_kernel<128, 128>}};
+  auto index = [](int width) { return width == 32 ? 0 : width == 64 ? 1 : 2; };
+  const Geometry g = geometry(shape);
+  return kernels[index(g.in)][index(g.width)];
+}
+
 }  // namespace
 
 bool takes(const Shape& shape) {
@@ -868,7 +911,8 @@ Step::Step(const ExecSpace& space, const Shape& shape, std::size_t members, std:
   }
   m_chunks = static_cast<int>((batch + m_rows - 1) / m_rows);
   m_shared = smem_layout(shape, m_rows, m_environment_rows, m_sets).bytes;
-  DQNTRADER_CUDA(cudaFuncSetAttribute(loss_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  DQNTRADER_CUDA(cudaFuncSetAttribute(loss_kernel_for(shape),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(m_shared)));
   const std::size_t parts = members * static_cast<std::size_t>(m_chunks);
   m_partials = Kokkos::View<float*, DeviceMemory>(
@@ -895,8 +939,8 @@ void Step::loss(const ExecSpace& space, const Inputs& in, float* q, std::size_t 
   p.partials = m_partials.data();
   p.part_stride = part_stride(m_shape);
   p.partial_sums = m_partial_sums.data();
-  loss_kernel<<<static_cast<unsigned>(m_members * m_chunks), kThreads, m_shared,
-                space.cuda_stream()>>>(p);
+  loss_kernel_for(m_shape)<<<static_cast<unsigned>(m_members * m_chunks), kThreads, m_shared,
+                             space.cuda_stream()>>>(p);
   DQNTRADER_CUDA(cudaGetLastError());
 }
 
