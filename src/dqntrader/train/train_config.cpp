@@ -235,8 +235,8 @@ std::vector<Setting> settings(TrainConfig& c) {
       string("learning-path",
              "how a learning step computes: products (one batched product a layer) or fused (on "
              "CUDA in bf16, networks of 1 to 4 hidden layers at most 128 wide: two kernels on the "
-             "tensor cores; on the defaults' network faster than products at 8 members, slower "
-             "at 1 and 64, docs/BENCHMARKS.md)",
+             "tensor cores; on the defaults' network faster than products at 1 and 8 members, "
+             "slower at 64, docs/BENCHMARKS.md)",
              c.learning_path),
       number("epochs", "training epochs", c.epochs),
       number("steps-per-epoch", "gradient steps per epoch", c.steps_per_epoch),
