@@ -8,6 +8,8 @@
 // terms. The online heads are biased so that each member's greedy next action leads by a wide
 // margin (a different action for different members): a near tie would let one rounding pick
 // another target, a difference of a whole sample that says nothing about either path.
+// The fused path's Adam step, in the kernel that sums its gradient, against Adam::step on that
+// gradient.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 
 #include "backends/execution.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/nn/adam.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 #include "dqntrader/train/learning_step.hpp"
 #include "test_support.hpp"
@@ -138,34 +141,80 @@ struct Outputs {
   std::vector<float> q, grads;
   std::vector<train::LossSums> sums;
   std::vector<train::LossTotals> totals;
+  // after Adam's step: the online networks, their working copy, the moments and counters
+  std::vector<float> parameters, working, m, v;
+  std::vector<nn::AdamCounters> counters;
+};
+
+// Learning steps of in's members, path's way, each with Adam's step (settings adam, members
+// active) on copies of the online networks: every step's loss reads in's networks as drawn.
+class Learner {
+ public:
+  Learner(const ExecSpace& space, const Inputs& in, LearningPath path,
+          const std::vector<nn::AdamSettings>& adam, const std::vector<int>& active)
+      : m_in(in),
+        m_learning(space, in.spec, Precision::bf16, in.k, in.b, in.e, 2 * in.b + in.e, path),
+        m_adam(space, nn::MemberVectors{in.k, nn::ParameterLayout(in.spec).size(), in.stride},
+               adam),
+        m_faults(space, in.k) {
+    EXPECT_EQ(m_learning.path(), path);
+    const auto online = std::make_pair(std::size_t{0}, in.k * in.stride);
+    m_parameters = Kokkos::View<float*, DeviceMemory>("test::parameters", in.k * in.stride);
+    m_working = Kokkos::View<bf16*, DeviceMemory>("test::working", in.k * in.stride);
+    Kokkos::deep_copy(m_parameters, Kokkos::subview(in.master, online));
+    Kokkos::deep_copy(m_working, Kokkos::subview(in.working, online));
+    if (!active.empty())
+      m_active = testing::upload(active);
+  }
+
+  train::InjectedFaults& faults() { return m_faults; }
+
+  Outputs step(const ExecSpace& space) {
+    const Inputs& in = m_in;
+    const std::size_t rows = 2 * in.b + in.e, n = in.k * in.stride;
+    exec::SideStream side;
+    MatrixBatch<float> q("test::q", in.k, rows, in.spec.actions);
+    Kokkos::View<float*, DeviceMemory> grads("test::grads", n);
+    Kokkos::View<train::LossSums*, DeviceMemory> sums("test::sums", in.k);
+    Kokkos::View<train::LossTotals*, DeviceMemory> totals("test::totals", in.k);
+    const nn::Weights<bf16> pair{in.working, in.master, in.k, in.stride};
+    const nn::Weights<bf16> online{Kokkos::subview(in.working, std::make_pair(std::size_t{0}, n)),
+                                   Kokkos::subview(in.master, std::make_pair(std::size_t{0}, n)),
+                                   in.k, in.stride};
+    const nn::Gradients g{grads, in.k, in.stride};
+    m_learning.loss(space, side, pair, in.states, in.batch,
+                    Kokkos::View<const MemberSettings*, DeviceMemory>(in.settings), q, g);
+    side.fork(space);
+    m_learning.learn(space, side, online, g, sums, totals,
+                     train::Update<bf16>{&m_adam, m_parameters, m_working, m_active}, m_faults);
+    space.fence();
+    Outputs out;
+    auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
+    out.q.assign(q_host.data(), q_host.data() + q_host.size());
+    out.grads = testing::download(grads);
+    out.sums = testing::download(sums);
+    out.totals = testing::download(totals);
+    out.parameters = testing::download(m_parameters);
+    for (bf16 w : testing::download(m_working))
+      out.working.push_back(to_float(w));
+    out.m = testing::download(m_adam.first_moment());
+    out.v = testing::download(m_adam.second_moment());
+    out.counters = testing::download(m_adam.counters());
+    return out;
+  }
+
+ private:
+  const Inputs& m_in;
+  train::LearningStep<bf16> m_learning;
+  nn::Adam m_adam;
+  train::InjectedFaults m_faults;
+  Kokkos::View<float*, DeviceMemory> m_parameters;
+  Kokkos::View<bf16*, DeviceMemory> m_working;
+  Kokkos::View<const int*, DeviceMemory> m_active;
 };
 
 Outputs step(const ExecSpace& space, const Inputs& in, LearningPath path) {
-  const std::size_t rows = 2 * in.b + in.e, n = in.k * in.stride;
-  train::LearningStep<bf16> learning(space, in.spec, Precision::bf16, in.k, in.b, in.e, rows, path);
-  EXPECT_EQ(learning.path(), path);
-  exec::SideStream side;
-  MatrixBatch<float> q("test::q", in.k, rows, in.spec.actions);
-  Kokkos::View<float*, DeviceMemory> grads("test::grads", n);
-  Kokkos::View<train::LossSums*, DeviceMemory> sums("test::sums", in.k);
-  Kokkos::View<train::LossTotals*, DeviceMemory> totals("test::totals", in.k);
-  const nn::Weights<bf16> pair{in.working, in.master, in.k, in.stride};
-  const nn::Weights<bf16> online{Kokkos::subview(in.working, std::make_pair(std::size_t{0}, n)),
-                                 Kokkos::subview(in.master, std::make_pair(std::size_t{0}, n)),
-                                 in.k, in.stride};
-  const nn::Gradients g{grads, in.k, in.stride};
-  learning.loss(space, side, pair, in.states, in.batch,
-                Kokkos::View<const MemberSettings*, DeviceMemory>(in.settings), q, g);
-  side.fork(space);
-  learning.gradients(space, side, online, g, sums, totals);
-  space.fence();
-  Outputs out;
-  auto q_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
-  out.q.assign(q_host.data(), q_host.data() + q_host.size());
-  out.grads = testing::download(grads);
-  out.sums = testing::download(sums);
-  out.totals = testing::download(totals);
-  return out;
+  return Learner(space, in, path, std::vector<nn::AdamSettings>(in.k), {}).step(space);
 }
 
 // The largest of |a - b| / scale over values, with scale the largest |b| (at least floor).
@@ -267,6 +316,97 @@ TEST(LearningStep, TheFusedStepEqualsTheProductsStepWithinBf16Rounding) {
       "fused against products over %d cases: Q %.2e, loss %.2e, gradient norm %.2e, "
       "element %.2e (of the largest)\n",
       cases, seen_q, seen_loss, seen_norm, seen_element);
+}
+
+// The fused path's update is Adam::step's (nn/adam.hpp) with the gradient the step wrote: the
+// same counters and, within float rounding, the same parameters and moments (the squared norm
+// is added in another order, so that a clipped member's factor may differ in its last bit), and
+// a working copy that is its parameters in bf16. Members are clipped and not, decay their
+// weights and follow a cosine schedule; one is stopped (it stays as it is) and one has a
+// gradient fault at the first step (it skips that step, counted). Two steps: the second
+// corrects its moments' bias with t = 2, or 1 for the member that skipped.
+TEST(LearningStep, TheFusedUpdateIsAdamsStepWithItsGradient) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  exec::StreamSpace stream;
+  const ExecSpace& space = stream.space();
+  for (std::size_t members : {1, 7, 64}) {
+    SCOPED_TRACE(std::to_string(members) + " members");
+    const Inputs in = draw(space, Case{{128, 128}, false, members, 256, 64}, rng);
+    const std::size_t p = nn::ParameterLayout(in.spec).size(), n = members * in.stride;
+    std::vector<nn::AdamSettings> adam(members);
+    for (std::size_t m = 0; m < members; ++m) {
+      adam[m].learning_rate = 1e-3f;
+      adam[m].weight_decay = 0.01f;
+      adam[m].schedule = nn::Schedule::cosine;
+      adam[m].schedule_steps = 3;
+      adam[m].clip_norm = m % 2 == 0 ? 1e-3f : 0.0f;  // a gradient's norm is far above 1e-3
+    }
+    std::vector<int> active(members, 1);
+    const std::size_t stopped = members > 1 ? 1 : members, faulty = members > 2 ? 2 : members;
+    if (stopped < members)
+      active[stopped] = 0;
+    Learner learner(space, in, LearningPath::fused, adam, active);
+    if (faulty < members)
+      learner.faults().inject(faulty, "gradient");
+
+    nn::Adam oracle(space, nn::MemberVectors{members, p, in.stride}, adam);
+    Kokkos::View<float*, DeviceMemory> parameters("test::oracle_parameters", n);
+    Kokkos::View<bf16*, DeviceMemory> working("test::oracle_working", n);
+    Kokkos::deep_copy(parameters, Kokkos::subview(in.master, std::make_pair(std::size_t{0}, n)));
+    const std::vector<float> initial = testing::download(parameters);
+    const auto active_device = testing::upload(active);
+    for (int step = 1; step <= 2; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      const Outputs out = learner.step(space);
+      learner.faults().after_update(space, Kokkos::View<float*, DeviceMemory>(), 0);  // spent
+      oracle.step(space, parameters, testing::upload(out.grads), in.stride, working,
+                  Kokkos::View<const int*, DeviceMemory>(active_device));
+      space.fence();
+      const std::vector<float> want = testing::download(parameters);
+      const std::vector<float> want_m = testing::download(oracle.first_moment());
+      const std::vector<float> want_v = testing::download(oracle.second_moment());
+      const std::vector<nn::AdamCounters> want_counters = testing::download(oracle.counters());
+      for (std::size_t m = 0; m < members; ++m) {
+        SCOPED_TRACE("member " + std::to_string(m));
+        const nn::AdamCounters& c = out.counters[m];
+        const nn::AdamCounters& w = want_counters[m];
+        EXPECT_EQ(c.calls, w.calls);
+        EXPECT_EQ(c.applied, w.applied);
+        EXPECT_EQ(c.skipped, w.skipped);
+        EXPECT_EQ(c.consecutive, w.consecutive);
+        EXPECT_EQ(c.beta1_power, w.beta1_power);
+        EXPECT_EQ(c.beta2_power, w.beta2_power);
+        const std::int64_t steps = m == stopped ? 0 : step, skipped = m == faulty ? 1 : 0;
+        EXPECT_EQ(c.calls, steps);
+        EXPECT_EQ(c.applied, steps - skipped);
+        EXPECT_EQ(c.skipped, skipped);
+        const std::size_t first = m * in.stride;
+        double scale_m = 1e-30, scale_v = 1e-30, worst_p = 0.0, worst_m = 0.0, worst_v = 0.0;
+        std::size_t moved = 0, working_off = 0;
+        for (std::size_t i = first; i < first + p; ++i) {
+          scale_m = std::max(scale_m, std::fabs(static_cast<double>(want_m[i])));
+          scale_v = std::max(scale_v, std::fabs(static_cast<double>(want_v[i])));
+          worst_p = std::max(worst_p, std::fabs(static_cast<double>(out.parameters[i]) - want[i]) /
+                                          std::max(std::fabs(static_cast<double>(want[i])), 1e-3));
+          worst_m = std::max(worst_m, std::fabs(static_cast<double>(out.m[i]) - want_m[i]));
+          worst_v = std::max(worst_v, std::fabs(static_cast<double>(out.v[i]) - want_v[i]));
+          moved += out.parameters[i] != initial[i] ? 1 : 0;
+          working_off += out.working[i] != to_float(to_bf16(out.parameters[i])) ? 1 : 0;
+        }
+        // A few float roundings of the clip factor, through the moments to the parameters.
+        EXPECT_LE(worst_p, 1e-6);
+        EXPECT_LE(worst_m / scale_m, 1e-5);
+        EXPECT_LE(worst_v / scale_v, 1e-5);
+        EXPECT_EQ(working_off, 0u);
+        if (m == stopped || (m == faulty && step == 1))
+          EXPECT_EQ(moved, 0u);
+        else
+          EXPECT_GT(moved, p / 2);
+      }
+    }
+  }
 }
 
 #endif

@@ -18,6 +18,7 @@
 // strides are constants. A load is a table of copies in shared memory, run by one loop.
 #include "fused_step.hpp"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -162,9 +163,6 @@ struct Params {
   float* partials;
   std::size_t part_stride;  // a chunk's parts: the parameters, rounded up to 16 bytes
   double* partial_sums;
-  float* grads;
-  std::size_t grad_stride;
-  double *sums, *totals;
 };
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {
@@ -784,52 +782,186 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
   backward_layer<In, W, W, false, true>(p, smem, 0, rows, now, parts);
 }
 
-// Member m's parameter p: the chunks' parts added in order; the head's bias from the chunks'
-// sums of d loss / d Q, through a dueling head's combination. Parameter 0's thread also adds
-// the loss's sums.
-__global__ void gradient_kernel(const Params p) {
+// The second kernel's: kLearnThreads threads a block, each taking kLearnValues of a member's
+// parameters at once: block j of a member's `blocks` takes its parameters j kLearnThreads + t
+// + v blocks kLearnThreads (v < kLearnValues), and kLearnChunks chunks' parts of them at once.
+// Its grid is at most kLearnBlocks blocks a multiprocessor, and its registers are those of
+// twice as many, so that the kernels on the side stream find room beside it.
+constexpr int kLearnThreads = 256;
+constexpr int kLearnValues = 4;
+constexpr int kLearnChunks = 4;
+constexpr int kLearnBlocks = 2;
+
+struct LearnParams {
+  Shape shape;
+  int members, chunks, blocks;
+  const float* partials;
+  std::size_t part_stride;
+  const double* partial_sums;
+  float* grads;
+  std::size_t grad_stride;
+  double *sums, *totals;
+  double* norms;             // [member][block]: the squares of the block's values
+  nn::AdamCounters* before;  // [member]: the counters before the step
+  Update update;
+};
+
+// Member m's gradient at the head's bias o: from the chunks' sums of d loss / d Q, through a
+// dueling head's combination.
+__device__ float head_bias_gradient(const LearnParams& p, int m, int o) {
   const Shape& s = p.shape;
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<std::size_t>(p.members) * s.size)
-    return;
-  const std::size_t m = i / s.size, at = i % s.size;
-  const double* const sums = p.partial_sums + m * p.chunks * kSums;
-  const int head = s.hidden, width = s.outputs[head];
-  const int actions = s.dueling ? width - 1 : width;
-  float g = 0.0f;
-  if (at >= s.bias[head] && at < s.bias[head] + static_cast<std::size_t>(width)) {
-    const int o = static_cast<int>(at - s.bias[head]);
-    double dq[kMaxHead] = {};
-    for (int a = 0; a < actions; ++a) {
-      for (int c = 0; c < p.chunks; ++c)
-        dq[a] += sums[c * kSums + 3 + a];
-    }
-    if (!s.dueling) {
-      g = static_cast<float>(dq[o]);
-    } else {
-      double all = 0.0;
-      for (int a = 0; a < actions; ++a)
-        all += dq[a];
-      g = static_cast<float>(o == 0 ? all : dq[o - 1] - all / static_cast<double>(actions));
-    }
-  } else {
-    const float* const parts = p.partials + m * p.chunks * p.part_stride + at;
+  const double* const sums = p.partial_sums + static_cast<std::size_t>(m) * p.chunks * kSums;
+  const int width = s.outputs[s.hidden], actions = s.dueling ? width - 1 : width;
+  double dq[kMaxHead] = {};
+  for (int a = 0; a < actions; ++a) {
     for (int c = 0; c < p.chunks; ++c)
-      g += parts[static_cast<std::size_t>(c) * p.part_stride];
+      dq[a] += sums[c * kSums + 3 + a];
   }
-  p.grads[m * p.grad_stride + at] = g;
-  if (at == 0) {
-    double total[3] = {};
-    for (int c = 0; c < p.chunks; ++c) {
-      for (int k = 0; k < 3; ++k)
-        total[k] += sums[c * kSums + k];
+  if (!s.dueling)
+    return static_cast<float>(dq[o]);
+  double all = 0.0;
+  for (int a = 0; a < actions; ++a)
+    all += dq[a];
+  return static_cast<float>(o == 0 ? all : dq[o - 1] - all / static_cast<double>(actions));
+}
+
+// The sum of x over the block, in a fixed order (each warp's by halves, then the warps' in
+// turn), at thread 0.
+__device__ double block_sum(double x, double (&warps)[kLearnThreads / 32]) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    x += __shfl_down_sync(0xffffffffu, x, offset);
+  if ((threadIdx.x & 31) == 0)
+    warps[threadIdx.x / 32] = x;
+  __syncthreads();
+  double sum = 0.0;
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < kLearnThreads / 32; ++w)
+      sum += warps[w];
+  }
+  __syncthreads();
+  return sum;
+}
+
+// Units (member, block) gridDim.x apart. First every unit's gradient values (the chunks' parts
+// added in order) and their squares' sum, and each member's loss sums and counters before the
+// step; once the whole grid has, each unit's Adam step of its values, from the member's squared
+// norm added over its blocks in order (every unit of a member adds the same sums; its first
+// writes the counters).
+__global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
+    learn_kernel(const LearnParams p) {
+  __shared__ double warps[kLearnThreads / 32];
+  __shared__ nn::AdamStepFactors shared_factors;
+  const Update& u = p.update;
+  const Shape& s = p.shape;
+  const int n = static_cast<int>(s.size), t = static_cast<int>(threadIdx.x);
+  const int head_bias = static_cast<int>(s.bias[s.hidden]);
+  const int units = p.members * p.blocks;
+  const int step = p.blocks * kLearnThreads;
+  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int m = unit / p.blocks, j = unit % p.blocks;
+    const int first = j * kLearnThreads + t;
+    const float* const parts = p.partials + static_cast<std::size_t>(m) * p.chunks * p.part_stride;
+    float g[kLearnValues] = {};
+    for (int c0 = 0; c0 < p.chunks; c0 += kLearnChunks) {
+      float x[kLearnChunks][kLearnValues];  // loaded before any is added
+#pragma unroll
+      for (int d = 0; d < kLearnChunks; ++d) {
+        const float* const part = parts + static_cast<std::size_t>(c0 + d) * p.part_stride;
+#pragma unroll
+        for (int v = 0; v < kLearnValues; ++v) {
+          const int at = first + v * step;
+          x[d][v] = c0 + d < p.chunks && at < head_bias ? part[at] : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int d = 0; d < kLearnChunks; ++d) {
+#pragma unroll
+        for (int v = 0; v < kLearnValues; ++v) {
+          if (c0 + d < p.chunks)
+            g[v] += x[d][v];
+        }
+      }
     }
-    p.sums[3 * m] = total[0];
-    p.sums[3 * m + 1] = total[1];
-    p.sums[3 * m + 2] = total[2] == 0.0 ? 1.0 : 0.0;
-    p.totals[3 * m] += total[0];
-    p.totals[3 * m + 1] += total[1];
-    p.totals[3 * m + 2] += 1.0;
+    float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
+    double squares = 0.0;
+#pragma unroll
+    for (int v = 0; v < kLearnValues; ++v) {
+      const int at = first + v * step;
+      if (at < n) {
+        if (at >= head_bias)
+          g[v] = head_bias_gradient(p, m, at - head_bias);
+        grads[at] = g[v];
+        squares += static_cast<double>(g[v]) * g[v];
+      }
+    }
+    const double sum = block_sum(squares, warps);
+    if (t == 0) {
+      p.norms[unit] = sum;
+      if (j == 0) {
+        p.before[m] = u.counters[m];
+        const double* const sums = p.partial_sums + static_cast<std::size_t>(m) * p.chunks * kSums;
+        double total[3] = {};
+        for (int c = 0; c < p.chunks; ++c) {
+          for (int k = 0; k < 3; ++k)
+            total[k] += sums[c * kSums + k];
+        }
+        p.sums[3 * m] = total[0];
+        p.sums[3 * m + 1] = total[1];
+        p.sums[3 * m + 2] = total[2] == 0.0 ? 1.0 : 0.0;
+        p.totals[3 * m] += total[0];
+        p.totals[3 * m + 1] += total[1];
+        p.totals[3 * m + 2] += 1.0;
+      }
+    }
+  }
+  cooperative_groups::this_grid().sync();
+  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int m = unit / p.blocks, j = unit % p.blocks;
+    if (u.active != nullptr && u.active[m] == 0)
+      continue;  // a stopped member: nothing changes
+    const nn::AdamSettings settings = u.settings[m];
+    if (t == 0) {
+      double squared = 0.0;
+      for (int b = 0; b < p.blocks; ++b)
+        squared += p.norms[static_cast<std::size_t>(m) * p.blocks + b];
+      nn::AdamCounters counters = p.before[m];
+      shared_factors = nn::step_factors(settings, counters, squared);
+      if (j == 0)
+        u.counters[m] = counters;
+    }
+    __syncthreads();
+    const nn::AdamStepFactors f = shared_factors;
+    __syncthreads();
+    if (f.apply == 0)
+      continue;  // a gradient not finite: the step is skipped
+    const float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
+    const int first = j * kLearnThreads + t;
+    float* const m_first = u.m + static_cast<std::size_t>(m) * u.stride;
+    float* const v_first = u.v + static_cast<std::size_t>(m) * u.stride;
+    float* const p_first = u.parameters + static_cast<std::size_t>(m) * u.stride;
+    bf16* const w_first = u.working + static_cast<std::size_t>(m) * u.stride;
+    float g[kLearnValues], m1[kLearnValues], m2[kLearnValues], w[kLearnValues];
+#pragma unroll
+    for (int v = 0; v < kLearnValues; ++v) {
+      const int at = first + v * step;
+      if (at < n) {
+        g[v] = grads[at];
+        m1[v] = m_first[at];
+        m2[v] = v_first[at];
+        w[v] = p_first[at];
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < kLearnValues; ++v) {
+      const int at = first + v * step;
+      if (at < n) {
+        const float value = nn::updated(settings, f, g[v], m1[v], m2[v], w[v]);
+        m_first[at] = m1[v];
+        v_first[at] = m2[v];
+        p_first[at] = value;
+        store(w_first[at], value);
+      }
+    }
   }
 }
 
@@ -920,6 +1052,21 @@ Step::Step(const ExecSpace& space, const Shape& shape, std::size_t members, std:
       parts * part_stride(shape));
   m_partial_sums = Kokkos::View<double*, DeviceMemory>(
       Kokkos::view_alloc(space, std::string("dqntrader::fused::partial_sums")), parts * kSums);
+  // learn(): a member's blocks follow from its size alone; the grid is as many of the units
+  // (member, block) as the device holds at once beside other work, for the grid-wide barrier.
+  const std::size_t per_block = std::size_t{kLearnThreads} * kLearnValues;
+  m_norm_blocks = static_cast<int>((shape.size + per_block - 1) / per_block);
+  int resident = 0;
+  DQNTRADER_CUDA(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, learn_kernel, kLearnThreads, 0));
+  const std::size_t units = members * static_cast<std::size_t>(m_norm_blocks);
+  m_grid =
+      static_cast<int>(std::min(units, static_cast<std::size_t>(std::min(resident, kLearnBlocks)) *
+                                           static_cast<std::size_t>(multiprocessors())));
+  m_norms = Kokkos::View<double*, DeviceMemory>(
+      Kokkos::view_alloc(space, std::string("dqntrader::fused::norms")), units);
+  m_counters = Kokkos::View<nn::AdamCounters*, DeviceMemory>(
+      Kokkos::view_alloc(space, std::string("dqntrader::fused::counters_before")), members);
 }
 
 void Step::loss(const ExecSpace& space, const Inputs& in, float* q, std::size_t q_member,
@@ -944,12 +1091,17 @@ void Step::loss(const ExecSpace& space, const Inputs& in, float* q, std::size_t 
   DQNTRADER_CUDA(cudaGetLastError());
 }
 
-void Step::gradients(const ExecSpace& space, float* grads, std::size_t grad_stride, double* sums,
-                     double* totals) const {
-  Params p{};
+std::size_t Step::part_member() const {
+  return static_cast<std::size_t>(m_chunks) * part_stride(m_shape);
+}
+
+void Step::learn(const ExecSpace& space, float* grads, std::size_t grad_stride, double* sums,
+                 double* totals, const Update& update) const {
+  LearnParams p{};
   p.shape = m_shape;
   p.members = static_cast<int>(m_members);
   p.chunks = m_chunks;
+  p.blocks = m_norm_blocks;
   p.partials = m_partials.data();
   p.part_stride = part_stride(m_shape);
   p.partial_sums = m_partial_sums.data();
@@ -957,11 +1109,13 @@ void Step::gradients(const ExecSpace& space, float* grads, std::size_t grad_stri
   p.grad_stride = grad_stride;
   p.sums = sums;
   p.totals = totals;
-  const std::size_t all = m_members * m_shape.size;
-  constexpr unsigned kSumThreads = 256;
-  gradient_kernel<<<static_cast<unsigned>((all + kSumThreads - 1) / kSumThreads), kSumThreads, 0,
-                    space.cuda_stream()>>>(p);
-  DQNTRADER_CUDA(cudaGetLastError());
+  p.norms = m_norms.data();
+  p.before = m_counters.data();
+  p.update = update;
+  void* args[] = {&p};
+  DQNTRADER_CUDA(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&learn_kernel),
+                                             static_cast<unsigned>(m_grid), kLearnThreads, args, 0,
+                                             space.cuda_stream()));
 }
 
 }  // namespace dqntrader::fused

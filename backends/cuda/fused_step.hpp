@@ -5,10 +5,12 @@
 // states and on the states s, the double-DQN TD loss and the backward chain to every layer's
 // weight gradient, with the chunk's activations and both networks' weights in shared memory (one
 // at a time where two do not fit) and every product on the tensor cores (mma.sync, bf16
-// operands, float accumulation). It writes
-// the online Q-values of every row and each chunk's gradient and sums apart. The second kernel
-// adds the chunks' parts in a fixed order into the gradient and the loss's sums: no atomics, so
-// the same inputs give the same bits.
+// operands, float accumulation). It writes the online Q-values of every row and each chunk's
+// gradient and sums apart. The second kernel, one cooperative grid, adds the chunks' parts in a
+// fixed order into the gradient and the loss's sums and the squares of the gradient's values by
+// blocks; once the whole grid has, every member's Adam step (nn/adam.hpp: the same factors and
+// the same update of a parameter as Adam::step) from the blocks' sums in a fixed order. No
+// atomics: the same inputs give the same bits.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +19,7 @@
 #include "dqntrader/core/bf16.hpp"
 #include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/types.hpp"
+#include "dqntrader/nn/adam.hpp"
 
 namespace dqntrader::fused {
 
@@ -56,6 +59,19 @@ struct Inputs {
   const MemberSettings* settings = nullptr;
 };
 
+/// What learn() updates, laid out as Adam's state (nn::Adam): member m's float parameters, their
+/// bf16 working copy and both moments at m * stride, its counters and settings at m. A member
+/// whose active[m] is 0 stays as it is (active null: every member steps).
+struct Update {
+  float* parameters = nullptr;
+  bf16* working = nullptr;
+  float *m = nullptr, *v = nullptr;
+  std::size_t stride = 0;
+  nn::AdamCounters* counters = nullptr;
+  const nn::AdamSettings* settings = nullptr;
+  const int* active = nullptr;
+};
+
 class Step {
  public:
   /// For members networks of shape (takes(shape)), batches of batch samples and environments
@@ -70,9 +86,15 @@ class Step {
 
   /// The second kernel, after loss(): member m's gradient of its mean loss at m * grad_stride
   /// into grads; its batch's sums (loss, Q, 1 when every value was finite) at 3 m into sums,
-  /// and the loss, Q and one batch added to the totals at 3 m.
-  void gradients(const ExecSpace& space, float* grads, std::size_t grad_stride, double* sums,
-                 double* totals) const;
+  /// and the loss, Q and one batch added to the totals at 3 m; then every member's Adam step
+  /// with its gradient, as update says.
+  void learn(const ExecSpace& space, float* grads, std::size_t grad_stride, double* sums,
+             double* totals, const Update& update) const;
+
+  /// Where learn() reads member m's gradient from, loss()'s parts, by chunks: the first
+  /// chunk's at m * part_member() floats from parts(), in the layout of the parameters.
+  float* parts() const { return m_partials.data(); }
+  std::size_t part_member() const;
 
  private:
   Shape m_shape;
@@ -83,6 +105,10 @@ class Step {
   std::size_t m_shared = 0;    // bytes of shared memory a chunk takes
   Kokkos::View<float*, DeviceMemory> m_partials;       // [member][chunk][parameter]
   Kokkos::View<double*, DeviceMemory> m_partial_sums;  // [member][chunk][sum]
+  int m_norm_blocks = 0;  // blocks of a member's gradient whose squares learn() sums apart
+  int m_grid = 0;         // learn()'s blocks: at most as many as the device holds at once
+  Kokkos::View<double*, DeviceMemory> m_norms;               // [member][block]
+  Kokkos::View<nn::AdamCounters*, DeviceMemory> m_counters;  // [member]: before the step
 };
 
 }  // namespace dqntrader::fused

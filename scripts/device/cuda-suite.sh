@@ -60,7 +60,7 @@ echo "build: $((SECONDS - start)) s" | tee -a "$out/setup.log"
 status=0
 if want test; then
   # ctest runs the suite with --output-on-failure (the preset); its log holds every failure.
-  timeout 300 ctest --test-dir "$build" --output-on-failure >"$out/tests.log" 2>&1 || status=1
+  timeout 420 ctest --test-dir "$build" --output-on-failure >"$out/tests.log" 2>&1 || status=1
   grep -E "tests passed|FAILED|Failure" "$out/tests.log" | head -n 40
 fi
 if want gemm; then

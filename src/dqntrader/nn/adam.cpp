@@ -165,30 +165,9 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
           factors(k) = f;  // a stopped member: nothing changes
           return;
         }
-        const AdamSettings s = settings(k);
-        const double squared = partial(0);
-        AdamCounters& c = counters(k);
-        c.calls += 1;
-        if (squared <= compat::max_double) {
-          c.applied += 1;
-          c.consecutive = 0;
-          c.beta1_power *= static_cast<double>(s.beta1);
-          c.beta2_power *= static_cast<double>(s.beta2);
-          const double norm = compat::kmath::sqrt(squared);
-          f.apply = 1;
-          f.scale = s.clip_norm > 0.0f && norm > s.clip_norm
-                        ? static_cast<float>(s.clip_norm / norm)
-                        : 1.0f;
-          // The schedule's position before this step; the bias correction of this step,
-          // t = applied: 1 - beta^t.
-          f.rate = scheduled_rate(s.schedule, s.learning_rate, s.final_fraction, c.calls - 1,
-                                  s.schedule_steps);
-          f.bias1 = static_cast<float>(1.0 - c.beta1_power);
-          f.bias2 = static_cast<float>(1.0 - c.beta2_power);
-        } else {
-          c.skipped += 1;
-          c.consecutive += 1;
-        }
+        AdamCounters c = counters(k);
+        f = step_factors(settings(k), c, partial(0));
+        counters(k) = c;
         factors(k) = f;
       });
   // The update: a team per tile of kUpdateThreads * kTileRounds * kAhead parameters of one
@@ -217,7 +196,7 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
           for (int a = 0; a < kAhead; ++a) {
             const std::size_t i = first + static_cast<std::size_t>(a) * size;
             const bool in = i < n;
-            g[a] = in ? g_k[i] * f.scale : 0.0f;
+            g[a] = in ? g_k[i] : 0.0f;
             mi[a] = in ? m(at + i) : 0.0f;
             vi[a] = in ? v(at + i) : 0.0f;
             p[a] = in ? parameters(at + i) : 0.0f;
@@ -226,18 +205,12 @@ void Adam::step(const ExecSpace& space, const Kokkos::View<float*, DeviceMemory>
             const std::size_t i = first + static_cast<std::size_t>(a) * size;
             if (i >= n)
               break;
-            mi[a] = s.beta1 * mi[a] + (1.0f - s.beta1) * g[a];
-            vi[a] = s.beta2 * vi[a] + (1.0f - s.beta2) * g[a] * g[a];
+            const float value = updated(s, f, g[a], mi[a], vi[a], p[a]);
             m(at + i) = mi[a];
             v(at + i) = vi[a];
-            const float m_hat = mi[a] / f.bias1;
-            const float v_hat = vi[a] / f.bias2;
-            const float updated =
-                p[a] -
-                f.rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p[a]);
-            parameters(at + i) = updated;
+            parameters(at + i) = value;
             if (write_working)
-              store(working(at + i), updated);
+              store(working(at + i), value);
           }
         }
       });

@@ -39,8 +39,8 @@ struct AdamCounters {
   double beta1_power, beta2_power;  // beta^applied, for the bias correction
 };
 
-/// What every parameter's update in a step shares, worked out once by the step's first
-/// kernel (device memory, internal to Adam::step).
+/// What every parameter's update in a step shares, worked out once a member from its
+/// gradient's norm (step_factors()).
 struct AdamStepFactors {
   int apply;           // 0: the norm is not finite, the step is skipped
   float scale;         // the clipping's factor
@@ -89,6 +89,10 @@ class Adam {
   Kokkos::View<float*, DeviceMemory> first_moment() const { return m_m; }
   Kokkos::View<float*, DeviceMemory> second_moment() const { return m_v; }
   Kokkos::View<AdamCounters*, DeviceMemory> counters() const { return m_counters; }
+  /// The members' settings on the device, as upload_settings() left them.
+  Kokkos::View<const AdamSettings*, DeviceMemory> device_settings() const {
+    return m_device_settings;
+  }
   const MemberVectors& layout() const { return m_layout; }
 
  private:
@@ -116,6 +120,47 @@ KOKKOS_INLINE_FUNCTION float scheduled_rate(Schedule schedule, float rate, float
                                   (1.0 + compat::kmath::cos(3.141592653589793 * progress));
   }
   return static_cast<float>(rate * factor);
+}
+
+/// A member's step once its gradient's squared norm is known (Adam::step's, and the fused
+/// learning step's; the caller leaves a stopped member alone): advances its counters (a norm
+/// that is not finite skips the step, counted) and gives the factors its parameters share.
+KOKKOS_INLINE_FUNCTION AdamStepFactors step_factors(const AdamSettings& s, AdamCounters& c,
+                                                    double squared) {
+  AdamStepFactors f{0, 1.0f, 0.0f, 1.0f, 1.0f};
+  c.calls += 1;
+  if (squared <= compat::max_double) {
+    c.applied += 1;
+    c.consecutive = 0;
+    c.beta1_power *= static_cast<double>(s.beta1);
+    c.beta2_power *= static_cast<double>(s.beta2);
+    const double norm = compat::kmath::sqrt(squared);
+    f.apply = 1;
+    f.scale =
+        s.clip_norm > 0.0f && norm > s.clip_norm ? static_cast<float>(s.clip_norm / norm) : 1.0f;
+    // The schedule's position before this step; the bias correction of this step,
+    // t = applied: 1 - beta^t.
+    f.rate = scheduled_rate(s.schedule, s.learning_rate, s.final_fraction, c.calls - 1,
+                            s.schedule_steps);
+    f.bias1 = static_cast<float>(1.0 - c.beta1_power);
+    f.bias2 = static_cast<float>(1.0 - c.beta2_power);
+  } else {
+    c.skipped += 1;
+    c.consecutive += 1;
+  }
+  return f;
+}
+
+/// One parameter p's update in a step of factors f (f.apply 1) with its gradient g (before
+/// clipping): its moments m and v in place; returns the updated parameter.
+KOKKOS_INLINE_FUNCTION float updated(const AdamSettings& s, const AdamStepFactors& f, float g,
+                                     float& m, float& v, float p) {
+  g *= f.scale;
+  m = s.beta1 * m + (1.0f - s.beta1) * g;
+  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+  const float m_hat = m / f.bias1;
+  const float v_hat = v / f.bias2;
+  return p - f.rate * (m_hat / (compat::kmath::sqrt(v_hat) + s.epsilon) + s.weight_decay * p);
 }
 
 }  // namespace dqntrader::nn

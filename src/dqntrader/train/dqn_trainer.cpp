@@ -599,16 +599,15 @@ class EngineImpl final : public DqnTrainer::Engine {
                                   environments, m_states);
   }
 
-  // The rest of the learning step, after loss(): the gradients (the loss's sums on the side,
-  // which the guard reads), Adam, the target networks.
+  // The rest of the learning step, after loss(): the gradients and Adam's step (the loss's
+  // sums on the side, which the guard reads), the target networks.
   void learn() {
     const MemberNetworks<T>& nets = *m_networks;
     const nn::Gradients grads = nets.gradients();
-    m_learn->gradients(m_space, m_side, nets.online_weights(), grads, m_loss, m_sums);
-    m_faults.after_gradients(m_space, grads);
-    m_adam->step(m_space, nets.online(), Kokkos::View<const float*, DeviceMemory>(grads.values),
-                 grads.stride, nets.online_working(),
-                 Kokkos::View<const int*, DeviceMemory>(m_active));
+    m_learn->learn(m_space, m_side, nets.online_weights(), grads, m_loss, m_sums,
+                   Update<T>{m_adam.get(), nets.online(), nets.online_working(),
+                             Kokkos::View<const int*, DeviceMemory>(m_active)},
+                   m_faults);
     m_faults.after_update(m_space, nets.online(), nets.layout().stride);
     if (std::any_of(m_settings_host.begin(), m_settings_host.end(),
                     [](const MemberSettings& s) { return s.tau > 0.0; })) {

@@ -58,8 +58,9 @@ void InjectedFaults::before_loss(const ExecSpace& space, const replay::Batch& ba
   spoil(space, Kind::batch, batch.return_n.data(), batch.size() / m_next.size());
 }
 
-void InjectedFaults::after_gradients(const ExecSpace& space, const nn::Gradients& grads) const {
-  spoil(space, Kind::gradient, grads.values.data(), grads.stride);
+void InjectedFaults::after_gradients(const ExecSpace& space, float* values,
+                                     std::size_t stride) const {
+  spoil(space, Kind::gradient, values, stride);
 }
 
 void InjectedFaults::after_update(const ExecSpace& space,

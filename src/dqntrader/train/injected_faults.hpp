@@ -29,8 +29,9 @@ class InjectedFaults {
   /// Once the batches are drawn, before the loss reads them (member m's from m * B): a batch
   /// fault makes its member's first return NaN.
   void before_loss(const ExecSpace& space, const replay::Batch& batch) const;
-  /// After the gradients, before Adam: a gradient fault makes its member's first gradient NaN.
-  void after_gradients(const ExecSpace& space, const nn::Gradients& grads) const;
+  /// After the gradients, before Adam reads them: a gradient fault makes its member's first
+  /// gradient NaN, at values[m * stride] (the gradient, or what it is the sum of).
+  void after_gradients(const ExecSpace& space, float* values, std::size_t stride) const;
   /// After Adam's update of online (member m's parameters at m * stride): a weight fault
   /// makes its member's first weight NaN. The step's one-shot faults are spent then (a price
   /// fault is spent by before_step()).

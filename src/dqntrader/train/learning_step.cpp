@@ -120,20 +120,41 @@ void LearningStep<T>::loss(const ExecSpace& space, const exec::SideStream& side,
 }
 
 template <class T>
-void LearningStep<T>::gradients(const ExecSpace& space, const exec::SideStream& side,
-                                const nn::Weights<T>& online, const nn::Gradients& grads,
-                                const Kokkos::View<LossSums*, DeviceMemory>& sums,
-                                const Kokkos::View<LossTotals*, DeviceMemory>& totals) {
+void LearningStep<T>::learn(const ExecSpace& space, const exec::SideStream& side,
+                            const nn::Weights<T>& online, const nn::Gradients& grads,
+                            const Kokkos::View<LossSums*, DeviceMemory>& sums,
+                            const Kokkos::View<LossTotals*, DeviceMemory>& totals,
+                            const Update<T>& update, const InjectedFaults& faults) {
 #if defined(DQNTRADER_BACKEND_CUDA)
-  if (m_path == LearningPath::fused) {
-    static_assert(
-        sizeof(LossSums) == 3 * sizeof(double) && sizeof(LossTotals) == 3 * sizeof(double),
-        "the fused step writes the sums as three doubles a member");
-    m_fused->gradients(space, grads.values.data(), grads.stride,
-                       reinterpret_cast<double*>(sums.data()),
-                       reinterpret_cast<double*>(totals.data()));
-    side.join(space);
-    return;
+  if constexpr (std::is_same<T, bf16>::value) {
+    if (m_path == LearningPath::fused) {
+      static_assert(
+          sizeof(LossSums) == 3 * sizeof(double) && sizeof(LossTotals) == 3 * sizeof(double),
+          "the fused step writes the sums as three doubles a member");
+      // The gradient and Adam's step are one kernel: a fault goes into the chunks' parts.
+      faults.after_gradients(space, m_fused->parts(), m_fused->part_member());
+      const nn::Adam& adam = *update.adam;
+      const nn::MemberVectors& layout = adam.layout();
+      if (layout.members != grads.count || update.parameters.extent(0) < layout.extent() ||
+          update.working.extent(0) < layout.extent() ||
+          (update.active.extent(0) != 0 && update.active.extent(0) < layout.members)) {
+        throw InputError("LearningStep::learn: the parameter buffers do not fit Adam's members");
+      }
+      fused::Update u;
+      u.parameters = update.parameters.data();
+      u.working = update.working.data();
+      u.m = adam.first_moment().data();
+      u.v = adam.second_moment().data();
+      u.stride = adam.layout().stride;
+      u.counters = adam.counters().data();
+      u.settings = adam.device_settings().data();
+      u.active = update.active.extent(0) == 0 ? nullptr : update.active.data();
+      m_fused->learn(space, grads.values.data(), grads.stride,
+                     reinterpret_cast<double*>(sums.data()),
+                     reinterpret_cast<double*>(totals.data()), u);
+      side.join(space);
+      return;
+    }
   }
 #endif
   // The loss's sums across teams and the heads' bias gradients on the side, beside the
@@ -141,6 +162,10 @@ void LearningStep<T>::gradients(const ExecSpace& space, const exec::SideStream& 
   const std::size_t b = m_batch_size;
   m_td->add(side.space(), m_partials, m_net.output_gradient(b, grads), sums, totals);
   m_net.backward(space, side, online, b, grads);
+  faults.after_gradients(space, grads.values.data(), grads.stride);
+  update.adam->step(space, update.parameters,
+                    Kokkos::View<const float*, DeviceMemory>(grads.values), grads.stride,
+                    update.working, update.active);
 }
 
 template class LearningStep<float>;

@@ -1,7 +1,8 @@
 // The network work of a learning step for every member of a population, as the trainer asks
 // for it: the online networks and their targets on the step's states, the double-DQN TD loss
-// (td_loss.hpp) with the online Q-values of every row, and the gradient of every member's
-// online parameters. The trainer does not see how; there are two paths (LearningPath).
+// (td_loss.hpp) with the online Q-values of every row, the gradient of every member's online
+// parameters and Adam's step with it. The trainer does not see how; there are two paths
+// (LearningPath).
 #pragma once
 
 #include <cstddef>
@@ -10,8 +11,10 @@
 #include "backends/execution.hpp"
 #include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/precision.hpp"
+#include "dqntrader/nn/adam.hpp"
 #include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
+#include "dqntrader/train/injected_faults.hpp"
 #include "dqntrader/train/learning_path.hpp"
 #include "dqntrader/train/td_loss.hpp"
 
@@ -23,6 +26,17 @@ class Step;
 #endif
 
 namespace train {
+
+/// What learn() updates by adam: every member's online parameters (float, a stride apart as
+/// the gradients) and their working copy (empty in float). A member whose active(m) is 0 stays
+/// as it is (active empty: every member steps).
+template <class T>
+struct Update {
+  nn::Adam* adam = nullptr;
+  Kokkos::View<float*, DeviceMemory> parameters;
+  Kokkos::View<T*, DeviceMemory> working;
+  Kokkos::View<const int*, DeviceMemory> active;
+};
 
 template <class T>
 class LearningStep {
@@ -54,11 +68,14 @@ class LearningStep {
             const gemm::StridedBatch<float>& q, const nn::Gradients& grads);
 
   /// After loss(): every member's gradient of its mean loss into grads, the batch's sums
-  /// into sums(m), added to totals(m). The sums go on side first (forked by the caller, which
-  /// may have put other work there after loss()); side is joined back into space at the end.
-  void gradients(const ExecSpace& space, const exec::SideStream& side, const nn::Weights<T>& online,
-                 const nn::Gradients& grads, const Kokkos::View<LossSums*, DeviceMemory>& sums,
-                 const Kokkos::View<LossTotals*, DeviceMemory>& totals);
+  /// into sums(m), added to totals(m); then faults.after_gradients() on what the update
+  /// reads, and every member's Adam step with its gradient, as update says. The sums go on
+  /// side first (forked by the caller, which may have put other work there after loss());
+  /// side is joined back into space by the end.
+  void learn(const ExecSpace& space, const exec::SideStream& side, const nn::Weights<T>& online,
+             const nn::Gradients& grads, const Kokkos::View<LossSums*, DeviceMemory>& sums,
+             const Kokkos::View<LossTotals*, DeviceMemory>& totals, const Update<T>& update,
+             const InjectedFaults& faults);
 
   const nn::ParameterLayout& layout() const { return m_net.layout(); }
   LearningPath path() const { return m_path; }
