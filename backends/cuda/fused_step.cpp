@@ -784,12 +784,11 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
 
 // The second kernel's: kLearnThreads threads a block, each taking kLearnValues of a member's
 // parameters at once: block j of a member's `blocks` takes its parameters j kLearnThreads + t
-// + v blocks kLearnThreads (v < kLearnValues), and kLearnChunks chunks' parts of them at once.
-// Its grid is at most kLearnBlocks blocks a multiprocessor, and its registers are those of
-// twice as many, so that the kernels on the side stream find room beside it.
+// + v blocks kLearnThreads (v < kLearnValues). Its grid is at most kLearnBlocks blocks a
+// multiprocessor, and its registers are those of twice as many, so that the kernels on the side
+// stream find room beside it.
 constexpr int kLearnThreads = 256;
 constexpr int kLearnValues = 4;
-constexpr int kLearnChunks = 4;
 constexpr int kLearnBlocks = 2;
 
 struct LearnParams {
@@ -862,24 +861,13 @@ __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
     const int first = j * kLearnThreads + t;
     const float* const parts = p.partials + static_cast<std::size_t>(m) * p.chunks * p.part_stride;
     float g[kLearnValues] = {};
-    for (int c0 = 0; c0 < p.chunks; c0 += kLearnChunks) {
-      float x[kLearnChunks][kLearnValues];  // loaded before any is added
+    for (int c = 0; c < p.chunks; ++c) {
+      const float* const part = parts + static_cast<std::size_t>(c) * p.part_stride;
 #pragma unroll
-      for (int d = 0; d < kLearnChunks; ++d) {
-        const float* const part = parts + static_cast<std::size_t>(c0 + d) * p.part_stride;
-#pragma unroll
-        for (int v = 0; v < kLearnValues; ++v) {
-          const int at = first + v * step;
-          x[d][v] = c0 + d < p.chunks && at < head_bias ? part[at] : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int d = 0; d < kLearnChunks; ++d) {
-#pragma unroll
-        for (int v = 0; v < kLearnValues; ++v) {
-          if (c0 + d < p.chunks)
-            g[v] += x[d][v];
-        }
+      for (int v = 0; v < kLearnValues; ++v) {
+        const int at = first + v * step;
+        if (at < head_bias)
+          g[v] += part[at];
       }
     }
     float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
