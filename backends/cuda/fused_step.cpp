@@ -984,6 +984,57 @@ Kernel loss_kernel_for(const Shape& shape) {
   return kernels[index(g.in)][index(g.width)];
 }
 
+// The first kernel as compiled for shape's widths, allowed the most dynamic shared memory the
+// device gives a block (not a Step's own need: a smaller bound would refuse the larger chunks of
+// another Step of the same widths).
+Kernel first_kernel(const Shape& shape) {
+  const Kernel kernel = loss_kernel_for(shape);
+  cudaFuncAttributes attributes{};
+  DQNTRADER_CUDA(cudaFuncGetAttributes(&attributes, kernel));
+  DQNTRADER_CUDA(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           shared_limit() - static_cast<int>(attributes.sharedSizeBytes)));
+  return kernel;
+}
+
+// How the first kernel splits members' batches: R samples a chunk (a block), the weight sets a
+// block holds at once and the environments' rows of a pass.
+struct Chunking {
+  int rows = 0, sets = 0, environment_rows = 0, chunks = 0;
+};
+
+// The most samples a chunk takes (fewer chunks: fewer parts to add) while the chunks of every
+// member still fill three quarters of the multiprocessors, both weight sets where they fit
+// beside the chunk, and a pass's environments' rows as many as fit (up to the chunk's share).
+Chunking chunking(const Shape& shape, std::size_t members, std::size_t batch,
+                  std::size_t environments) {
+  const std::size_t fill = static_cast<std::size_t>(multiprocessors()) * 3 / 4;
+  const std::size_t limit = static_cast<std::size_t>(shared_limit());
+  auto environment_rows = [&](int rows, int sets) {
+    const std::size_t chunks = (batch + rows - 1) / rows;
+    const int share = static_cast<int>((environments + chunks - 1) / chunks);
+    for (int e = std::min(kEnvironmentRows, pad16(share)); e >= 16; e -= 16) {
+      if (smem_layout(shape, rows, e, sets).bytes <= limit)
+        return e;
+    }
+    return smem_layout(shape, rows, 16, sets).bytes <= limit ? 16 : 0;
+  };
+  Chunking c;
+  for (int rows : {128, 64, 32, 16}) {
+    for (int sets : {2, 1}) {
+      const std::size_t chunks = (batch + rows - 1) / rows;
+      const int e = environment_rows(rows, sets);
+      if (c.rows == 0 && e > 0 && (members * chunks >= fill || rows == 16)) {
+        c.rows = rows;
+        c.sets = sets;
+        c.environment_rows = e;
+      }
+    }
+  }
+  c.chunks = static_cast<int>((batch + c.rows - 1) / c.rows);
+  return c;
+}
+
 }  // namespace
 
 bool takes(const Shape& shape) {
@@ -997,43 +1048,32 @@ bool takes(const Shape& shape) {
          smem_layout(shape, 16, 16, 1).bytes <= static_cast<std::size_t>(shared_limit());
 }
 
+std::size_t waves(const Shape& shape, std::size_t members, std::size_t batch,
+                  std::size_t environments) {
+  if (!takes(shape))
+    throw InputError("fused step: a network of this shape is not one it takes");
+  const Chunking c = chunking(shape, members, batch, environments);
+  const std::size_t shared = smem_layout(shape, c.rows, c.environment_rows, c.sets).bytes;
+  int resident = 0;
+  DQNTRADER_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, first_kernel(shape),
+                                                               kThreads, shared));
+  const std::size_t at_once =
+      static_cast<std::size_t>(std::max(resident, 1)) * static_cast<std::size_t>(multiprocessors());
+  return (members * static_cast<std::size_t>(c.chunks) + at_once - 1) / at_once;
+}
+
 Step::Step(const ExecSpace& space, const Shape& shape, std::size_t members, std::size_t batch,
            std::size_t environments)
     : m_shape(shape), m_members(members), m_batch(batch), m_environments(environments) {
   if (!takes(shape))
     throw InputError("fused step: a network of this shape is not one it takes");
-  // The most samples a chunk takes (fewer chunks: fewer parts to add) while the chunks of
-  // every member still fill three quarters of the multiprocessors, both weight sets where
-  // they fit beside the chunk, and a pass's environments' rows as many as fit (up to the
-  // chunk's share).
-  const std::size_t fill = static_cast<std::size_t>(multiprocessors()) * 3 / 4;
-  const std::size_t limit = static_cast<std::size_t>(shared_limit());
-  auto environment_rows = [&](int rows, int sets) {
-    const std::size_t chunks = (batch + rows - 1) / rows;
-    const int share = static_cast<int>((environments + chunks - 1) / chunks);
-    for (int e = std::min(kEnvironmentRows, pad16(share)); e >= 16; e -= 16) {
-      if (smem_layout(shape, rows, e, sets).bytes <= limit)
-        return e;
-    }
-    return smem_layout(shape, rows, 16, sets).bytes <= limit ? 16 : 0;
-  };
-  m_rows = 0;
-  for (int rows : {128, 64, 32, 16}) {
-    for (int sets : {2, 1}) {
-      const std::size_t chunks = (batch + rows - 1) / rows;
-      const int e = environment_rows(rows, sets);
-      if (m_rows == 0 && e > 0 && (members * chunks >= fill || rows == 16)) {
-        m_rows = rows;
-        m_sets = sets;
-        m_environment_rows = e;
-      }
-    }
-  }
-  m_chunks = static_cast<int>((batch + m_rows - 1) / m_rows);
+  const Chunking chunks = chunking(shape, members, batch, environments);
+  m_rows = chunks.rows;
+  m_sets = chunks.sets;
+  m_environment_rows = chunks.environment_rows;
+  m_chunks = chunks.chunks;
   m_shared = smem_layout(shape, m_rows, m_environment_rows, m_sets).bytes;
-  DQNTRADER_CUDA(cudaFuncSetAttribute(loss_kernel_for(shape),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(m_shared)));
+  first_kernel(shape);
   const std::size_t parts = members * static_cast<std::size_t>(m_chunks);
   m_partials = Kokkos::View<float*, DeviceMemory>(
       Kokkos::view_alloc(space, std::string("dqntrader::fused::partials")),

@@ -1,16 +1,16 @@
-// The learning step of narrow networks on CUDA in two kernels, for every member of a
-// population at once (train::LearningStep runs it for --learning-path fused: bf16, every hidden
-// layer at most kMaxWidth wide). The first kernel takes, per member and chunk of its batch, the
-// target network on the next states s', the online network on s', on a share of the environments'
-// states and on the states s, the double-DQN TD loss and the backward chain to every layer's
-// weight gradient, with the chunk's activations and both networks' weights in shared memory (one
-// at a time where two do not fit) and every product on the tensor cores (mma.sync, bf16
-// operands, float accumulation). It writes the online Q-values of every row and each chunk's
-// gradient and sums apart. The second kernel, one cooperative grid, adds the chunks' parts in a
-// fixed order into the gradient and the loss's sums and the squares of the gradient's values by
-// blocks; once the whole grid has, every member's Adam step (nn/adam.hpp: the same factors and
-// the same update of a parameter as Adam::step) from the blocks' sums in a fixed order. No
-// atomics: the same inputs give the same bits.
+// The learning step of narrow networks on CUDA in two kernels, for every member of a population at
+// once (train::LearningStep runs it for the fused learning path: bf16, every hidden layer at most
+// kMaxWidth wide; --learning-path auto takes it where waves() is 1). The first kernel takes, per
+// member and chunk of its batch, the target network on the next states s', the online network on
+// s', on a share of the environments' states and on the states s, the double-DQN TD loss and the
+// backward chain to every layer's weight gradient, with the chunk's activations and both networks'
+// weights in shared memory (one at a time where two do not fit) and every product on the tensor
+// cores (mma.sync, bf16 operands, float accumulation). It writes the online Q-values of every row
+// and each chunk's gradient and sums apart. The second kernel, one cooperative grid, adds the
+// chunks' parts in a fixed order into the gradient and the loss's sums and the squares of the
+// gradient's values by blocks; once the whole grid has, every member's Adam step (nn/adam.hpp: the
+// same factors and the same update of a parameter as Adam::step) from the blocks' sums in a fixed
+// order. No atomics: the same inputs give the same bits.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +41,13 @@ struct Shape {
 /// Whether Step takes networks of this shape: 1 to kMaxHidden hidden layers, a state and
 /// hidden layers of at most kMaxWidth values, a head of at most kMaxHead outputs.
 bool takes(const Shape& shape);
+
+/// The rounds in which this device runs the first kernel's blocks for members networks of shape
+/// (takes(shape)), batches of batch samples and environments further rows: 1 where every
+/// member's chunks are resident at once. A step's time grows by about a block's for each further
+/// round (docs/BENCHMARKS.md, "The fused learning step").
+std::size_t waves(const Shape& shape, std::size_t members, std::size_t batch,
+                  std::size_t environments);
 
 /// What a step reads: the networks (bf16 working copies, member m's online network at m *
 /// stride values, its target at (M + m) * stride; the heads' biases from the float master

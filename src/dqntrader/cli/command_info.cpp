@@ -17,8 +17,10 @@ std::string learning_paths() {
   const std::string products = train::describe(train::LearningPath::products);
   if (std::string(gemm::backend_name()) != "cuda")
     return products;
-  return products + "; with --learning-path fused, " + train::describe(train::LearningPath::fused) +
-         " for bf16 networks of 1 to 4 hidden layers at most 128 wide";
+  return train::describe(train::LearningPath::fused) +
+         " for bf16 networks of 1 to 4 hidden layers at most 128 wide where the device runs a "
+         "population's chunks in one wave (--learning-path auto), else " +
+         products;
 }
 
 }  // namespace

@@ -187,7 +187,7 @@ class EngineImpl final : public DqnTrainer::Engine {
 
     const std::size_t probe_rows = m_probe->rows();
     const std::size_t online_rows = std::max(2 * b + e, probe_rows);
-    learning_path = c.learning_path == "fused" ? LearningPath::fused : LearningPath::products;
+    learning_path = choose(c.learning_path, network, c.precision, k, b, e);
     m_learn = std::make_unique<LearningStep<T>>(space, network, c.precision, k, b, e, online_rows,
                                                 learning_path);
     m_adam = std::make_unique<nn::Adam>(space, m_networks->layout(), adam);
@@ -694,19 +694,21 @@ std::size_t member_bytes(const TrainConfig& c, std::size_t features) {
   const std::size_t rows = 2 * c.batch_size + c.environments;
   const std::size_t probe_rows = 8 * c.probe_batch;  // up to seven feature groups and the states
   const std::size_t max_rows = std::max(rows, probe_rows);
-  // The fused learning step's parts: at most a chunk of 16 samples each, a gradient (padded to
-  // 16 bytes) and 11 sums a chunk.
-  const std::size_t fused_parts = c.learning_path == "fused" && fused_takes(spec, c.precision)
-                                      ? (c.batch_size + 15) / 16 * ((p + 3) / 4 * 16 + 11 * 8)
-                                      : 0;
-  return 9 * p * 4                 // parameters, optimizer, guard
-         + 2 * p * value           // working copies
-         + c.replay_capacity * 11  // the replay ring
-         + 2 * max_rows * (widths + (spec.state_size() + 8)) * value  // states and activations
-         + max_rows * widths * value                                  // layer gradients
-         + probe_rows * spec.state_size() * value                     // the probe's states
-         + c.chunk_bars * spec.positions * widths * 4                 // validation's activations
-         + fused_parts;
+  const std::size_t common = 9 * p * 4                 // parameters, optimizer, guard
+                             + 2 * p * value           // working copies
+                             + c.replay_capacity * 11  // the replay ring
+                             + 2 * max_rows * (spec.state_size() + 8) * value  // states
+                             + max_rows * widths * value  // the online network's activations
+                             + max_rows * widths * value  // layer gradients
+                             + probe_rows * spec.state_size() * value       // the probe's states
+                             + c.chunk_bars * spec.positions * widths * 4;  // validation's
+  // The products path: the target network's activations too. The fused path: its parts, at
+  // most a chunk of 16 samples each, a gradient (padded to 16 bytes) and 11 sums a chunk.
+  const std::size_t products = common + max_rows * widths * value;
+  if (c.learning_path == "products" || !fused_takes(spec, c.precision))
+    return products;
+  const std::size_t fused = common + (c.batch_size + 15) / 16 * ((p + 3) / 4 * 16 + 11 * 8);
+  return c.learning_path == "fused" ? fused : std::max(products, fused);  // auto: either
 }
 
 RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t validation_bars,

@@ -1,7 +1,8 @@
 // How a learning step computes (train/learning_step.hpp runs it): what a run and
-// `dqntrader info` report, and what --learning-path chooses.
+// `dqntrader info` report, and how --learning-path chooses it.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "dqntrader/core/precision.hpp"
@@ -19,7 +20,15 @@ enum class LearningPath { products, fused };
 
 /// Whether the fused path takes networks of spec in this precision (on this build and device).
 bool fused_takes(const nn::NetworkSpec& spec, Precision precision);
-/// "fused narrow MLP" or "batched products" (the library: gemm::library_description()).
+
+/// The path --learning-path `requested` names for a population of `members` networks of spec
+/// in this precision, with batches of batch_size samples and `environments` environments:
+/// "products" and "fused" the path they name; "auto" the fused path where it takes the networks
+/// and this device runs every member's chunks of the batch in one wave of the first kernel
+/// (fused::waves; beyond one wave it is slower than the products path), else the products path.
+LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, Precision precision,
+                    std::size_t members, std::size_t batch_size, std::size_t environments);
+/// "fused narrow MLP", or "batched products (" and gemm::library_description() ")".
 std::string describe(LearningPath path);
 
 }  // namespace dqntrader::train

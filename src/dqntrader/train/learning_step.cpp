@@ -48,8 +48,27 @@ bool fused_takes(const nn::NetworkSpec& spec, Precision precision) {
 #endif
 }
 
+LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, Precision precision,
+                    std::size_t members, std::size_t batch_size, std::size_t environments) {
+  if (requested == "fused")
+    return LearningPath::fused;
+#if defined(DQNTRADER_BACKEND_CUDA)
+  if (requested == "auto" && fused_takes(spec, precision) &&
+      fused::waves(fused_shape(spec), members, batch_size, environments) == 1)
+    return LearningPath::fused;
+#else
+  (void)spec;
+  (void)precision;
+  (void)members;
+  (void)batch_size;
+  (void)environments;
+#endif
+  return LearningPath::products;
+}
+
 std::string describe(LearningPath path) {
-  return path == LearningPath::fused ? "fused narrow MLP" : "batched products";
+  return path == LearningPath::fused ? "fused narrow MLP"
+                                     : "batched products (" + gemm::library_description() + ")";
 }
 
 template <class T>

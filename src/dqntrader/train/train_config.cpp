@@ -233,10 +233,11 @@ std::vector<Setting> settings(TrainConfig& c) {
       widths("hidden", "hidden layer widths (comma-separated)", c.hidden),
       flag("dueling", "dueling head: Q = V + A - mean(A)", c.dueling), std::move(precision),
       string("learning-path",
-             "how a learning step computes: products (one batched product a layer) or fused (on "
+             "how a learning step computes: products (one batched product a layer), fused (on "
              "CUDA in bf16, networks of 1 to 4 hidden layers at most 128 wide: two kernels on the "
-             "tensor cores; on the defaults' network faster than products at 1 and 8 members, "
-             "slower at 64, docs/BENCHMARKS.md)",
+             "tensor cores) or auto: fused where it takes the networks and the device runs the "
+             "population's chunks in one wave (faster there, slower beyond: "
+             "docs/BENCHMARKS.md), else products",
              c.learning_path),
       number("epochs", "training epochs", c.epochs),
       number("steps-per-epoch", "gradient steps per epoch", c.steps_per_epoch),
@@ -339,8 +340,8 @@ void validate(const TrainConfig& c) {
   require(!c.hidden.empty(), "hidden needs at least one layer");
   for (std::size_t w : c.hidden)
     require(w > 0 && w <= 8192, "hidden widths must lie in [1, 8192]");
-  require(c.learning_path == "products" || c.learning_path == "fused",
-          "learning-path must be products or fused");
+  require(c.learning_path == "auto" || c.learning_path == "products" || c.learning_path == "fused",
+          "learning-path must be auto, products or fused");
   require(c.epochs >= 1, "epochs must be at least 1");
   require(c.steps_per_epoch >= 1, "steps-per-epoch must be at least 1");
   require(c.batch_size >= 1 && c.batch_size <= (1u << 20), "batch-size must lie in [1, 2^20]");

@@ -32,7 +32,7 @@ struct TrainConfig {
   std::vector<std::size_t> hidden = {128, 128};
   bool dueling = false;
   Precision precision = default_precision();
-  std::string learning_path = "products";  // products or fused (learning_path.hpp)
+  std::string learning_path = "auto";  // auto, products or fused (learning_path.hpp)
   // the learning algorithm
   std::size_t epochs = 8;
   std::size_t steps_per_epoch = 1000;
