@@ -72,8 +72,9 @@ TEST(LearningStep, AutoTakesTheFusedPathWhereItsChunksRunInOneWave) {
   spec.dueling = true;
   spec.hidden = {32};
   EXPECT_EQ(train::choose("auto", spec, Precision::bf16, 7, 100, 8), fused_on_cuda);
-  // 4,096 members' are at least 8,192 chunks (of at most 128 samples): more than a device of
-  // fewer than 2,048 multiprocessors holds at once (at most four blocks of 512 threads each).
+  // 4,096 members' batches are at least 8,192 chunks (of at most 128 samples): more than a
+  // device of fewer than 2,048 multiprocessors holds at once (at most four blocks of 512 threads
+  // each).
   spec.dueling = false;
   spec.hidden = {128, 128};
   EXPECT_EQ(train::choose("auto", spec, Precision::bf16, 4096, 256, 64), LearningPath::products);
