@@ -28,7 +28,8 @@ bool fused_takes(const nn::NetworkSpec& spec, Precision precision);
 /// (fused::waves; beyond one wave it is slower than the products path), else the products path.
 LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, Precision precision,
                     std::size_t members, std::size_t batch_size, std::size_t environments);
-/// "fused narrow MLP", or "batched products (" and gemm::library_description() ")".
+/// "fused narrow MLP", or "batched products (cuBLASLt 13.1.0)": the library's name and release
+/// from gemm::library_description().
 std::string describe(LearningPath path);
 
 }  // namespace dqntrader::train

@@ -67,8 +67,11 @@ LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, P
 }
 
 std::string describe(LearningPath path) {
-  return path == LearningPath::fused ? "fused narrow MLP"
-                                     : "batched products (" + gemm::library_description() + ")";
+  if (path == LearningPath::fused)
+    return "fused narrow MLP";
+  // The library's name and release, without where it was loaded from.
+  const std::string library = gemm::library_description();
+  return "batched products (" + library.substr(0, library.find(" (")) + ")";
 }
 
 template <class T>
