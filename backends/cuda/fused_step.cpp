@@ -15,7 +15,8 @@
 // zeros; the state to 32, 64 or 128 values and every hidden layer to one of these widths, the
 // head to 16 outputs (zero weights and biases keep the padded activations at zero), and the
 // first kernel is compiled for each pair of widths, so that a product's extents, tiles and
-// strides are constants. A load is a table of copies in shared memory, run by one loop.
+// strides are constants. A load is a list of pieces (matrices, biases, runs of states) whose
+// 16-byte chunks are dealt to the threads in turn across the pieces.
 #include "fused_step.hpp"
 
 #include <cooperative_groups.h>
@@ -60,23 +61,7 @@ int padded(int n) {
 
 constexpr int kThreads = 512;         // a block's threads: a warp for each unit of a layer
 constexpr int kEnvironmentRows = 64;  // the most environments' rows a pass takes
-
-// A copy into shared memory (`to` bytes from its start, rows ld_to values apart) of a rows x
-// cols matrix in global memory (rows ld_from values apart), padded with zeros to rows_pad x
-// cols_pad: bf16 as it is, or bf16 or float values into floats (a bias). Where its rows are
-// whole 16-byte runs of bf16 it goes by cp.async, else value by value.
-struct Copy {
-  const char* from;
-  unsigned to, ld_to, ld_from;
-  unsigned short rows, cols, rows_pad, cols_pad;
-  unsigned char from_bytes, to_bytes;
-  bool runs;
-};
-
-// The copies a load takes at most: each weight set's weights and biases, and the state runs.
-constexpr int kMaxStateRuns = 3;
-constexpr int kMaxCopies = 2 * 2 * (kMaxHidden + 1) + kMaxStateRuns;
-constexpr int kGather = 4;  // the unaligned values a thread takes in a round
+constexpr int kMaxStateRuns = 3;      // the runs of states a load takes
 
 // Where the parts of a block's shared memory lie (bytes from its start) for R rows, and the
 // strides of their rows (values). The online network's layer inputs act[l] hold R rows of s',
@@ -91,7 +76,7 @@ struct Smem {
   int environment_rows;     // the environments' rows of a pass
   int sets;                 // weight sets held: 2, the online's then the target's; or 1
   std::size_t w[2][kMaxHidden + 1], b[2][kMaxHidden + 1], act[kMaxHidden + 1], scratch[2];
-  std::size_t q_online, q_target, sums, copies;
+  std::size_t q_online, q_target, sums;
   std::size_t bytes;
 };
 
@@ -133,7 +118,9 @@ Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
     for (int l = 0; l <= s.hidden; ++l) {
       if (set < sets) {
         m.w[set][l] = take(static_cast<std::size_t>(m.in_pad[l]) * m.ldw[l] * sizeof(bf));
-        m.b[set][l] = take(static_cast<std::size_t>(m.out_pad[l]) * sizeof(float));
+        // A hidden layer's bias in bf16, the head's in float (load_head_biases).
+        m.b[set][l] = take(static_cast<std::size_t>(m.out_pad[l]) *
+                           (l == s.hidden ? sizeof(float) : sizeof(bf)));
       } else {
         m.w[set][l] = m.w[0][l];
         m.b[set][l] = m.b[0][l];
@@ -148,7 +135,6 @@ Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
   m.q_online = take(online_rows * kMaxHead * sizeof(float));
   m.q_target = take(static_cast<std::size_t>(rows) * kMaxHead * sizeof(float));
   m.sums = take(static_cast<std::size_t>(rows) * kSums * sizeof(double));
-  m.copies = take(kMaxCopies * sizeof(Copy) + (kMaxCopies + 1) * sizeof(int));
   m.bytes = at;
   return m;
 }
@@ -260,7 +246,8 @@ template <bool AT, bool BN, int N, int K, int Lda, int Ldb, class Out>
 __device__ __forceinline__ void block_product(int m, int k, const bf* a, const bf* b,
                                               int first_warp, const Out& out) {
   constexpr int tiles = kTiles<N>, blocks = N / (8 * tiles);
-  const int warps = blockDim.x >> 5, lane = threadIdx.x & 31;
+  constexpr int warps = kThreads / 32;
+  const int lane = threadIdx.x & 31;
   const int warp = ((threadIdx.x >> 5) - first_warp % warps + warps) % warps;
   const int strips = m / 16;
   for (int u = warp; u < strips * blocks; u += warps) {
@@ -271,54 +258,25 @@ __device__ __forceinline__ void block_product(int m, int k, const bf* a, const b
   }
 }
 
-// A unit of a weight gradient (rows i, columns o; unit_out's layout) into dw's in x out values:
-// where the unit's 32 columns lie whole in 16-byte-aligned rows, the four lanes of a quad trade
-// values so that each holds 8 adjacent columns of its row and stores them as two float4s (a
-// quad then writes 128 bytes of a row at once, not 4-byte values 8 bytes apart).
-__device__ __forceinline__ void store_weight_unit(const float (&acc)[4][4], int tiles, int m0,
-                                                  int n0, float* dw, int in, int out) {
-  const int lane = threadIdx.x & 31, q = lane & 3;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = m0 + (lane >> 2) + 8 * h;
-    // Round k: send pair (q + k) % 4 to lane (q + k) % 4, receive pair q of lane (q - k) % 4.
-    float2 got[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int send = (q + k) & 3, from = (q - k) & 3;
-      float2 v = make_float2(acc[0][2 * h], acc[0][2 * h + 1]);
-#pragma unroll
-      for (int t = 1; t < 4; ++t) {
-        if (send == t)
-          v = make_float2(acc[t][2 * h], acc[t][2 * h + 1]);
-      }
-      const int source = (lane & ~3) | from;
-      const float2 r =
-          make_float2(__shfl_sync(0xffffffffu, v.x, source), __shfl_sync(0xffffffffu, v.y, source));
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        if (from == t)
-          got[t] = r;
-      }
+// A unit of a weight gradient (rows i, columns o; unit_out's layout) into dw's in x out values,
+// each lane's adjacent pair of columns as one 8-byte store where it is aligned (a quad's four
+// pairs fill a 32-byte sector of a row).
+template <int Tiles>
+__device__ __forceinline__ void store_weight_unit(const float (&acc)[4][4], int m0, int n0,
+                                                  float* dw, int in, int out) {
+  unit_out<Tiles>(acc, m0, n0, threadIdx.x & 31, [&](int i, int o, float v0, float v1) {
+    if (i >= in)
+      return;
+    float* const at = dw + static_cast<std::size_t>(i) * out + o;
+    if (o + 1 < out && reinterpret_cast<std::uintptr_t>(at) % 8 == 0) {
+      *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+    } else {
+      if (o < out)
+        at[0] = v0;
+      if (o + 1 < out)
+        at[1] = v1;
     }
-    float* const row = dw + static_cast<std::size_t>(i) * out;
-    if (tiles == 4 && i < in && n0 + 32 <= out &&
-        reinterpret_cast<std::uintptr_t>(row + n0) % 16 == 0) {
-      // got[t] holds columns n0 + 8 q + 2 t and the next.
-      float4* const to = reinterpret_cast<float4*>(row + n0 + 8 * q);
-      to[0] = make_float4(got[0].x, got[0].y, got[1].x, got[1].y);
-      to[1] = make_float4(got[2].x, got[2].y, got[3].x, got[3].y);
-    } else if (i < in) {
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int o = n0 + 8 * t + 2 * q;
-        if (t < tiles && o < out)
-          row[o] = acc[t][2 * h];
-        if (t < tiles && o + 1 < out)
-          row[o + 1] = acc[t][2 * h + 1];
-      }
-    }
-  }
+  });
 }
 
 template <class T>
@@ -332,144 +290,120 @@ struct StateRows {
   int first, n, at, rows_pad;
 };
 
-// Copy j of a load (see load_inputs): weight set `slot`'s layer l weights (even i) or biases
-// (odd i) for j < per set x sets, then the state runs.
-__device__ Copy describe(const Params& p, int m, const long long (&sets)[2],
-                         const StateRows (&runs)[kMaxStateRuns], int j) {
+// One piece of a load: a rows x cols matrix of bf16 values in global memory (rows ld_from
+// values apart) into shared memory (rows ld_to values apart), padded with zeros to rows_pad
+// rows of 8 << shift values, in 16-byte chunks of a row.
+struct Piece {
+  const bf* from;
+  bf* to;
+  std::size_t ld_from;
+  int rows, cols, rows_pad, shift, ld_to;
+};
+
+// log2 of a chunk count: 8 << shift values are a padded row's (16 to 128).
+__device__ __forceinline__ int shift_of(int values) {
+  return 31 - __clz(values / 8);
+}
+
+// Piece j of member m's load: the weights and hidden biases of weight set sets[0] (member m's
+// online network is set m, its target M + m) into slot 0 and of sets[1] (-1: none) into slot 1,
+// a set's layers' weights first, then its hidden layers' biases; then the state runs. The
+// biases stay bf16 (forward_layer widens them); the heads' biases are load_head_biases'.
+__device__ Piece piece(const Params& p, char* smem, int m, const long long (&sets)[2],
+                       const StateRows (&runs)[kMaxStateRuns], int per_set, int j) {
   const Shape& s = p.shape;
   const Smem& sm = p.smem;
-  const int head = s.hidden, per_set = 2 * (head + 1);
-  const int held = (sets[0] >= 0) + (sets[1] >= 0);
-  Copy c{};
+  const int head = s.hidden, held = (sets[0] >= 0) + (sets[1] >= 0);
+  Piece c;
   if (j < held * per_set) {
-    const int slot = j / per_set, l = (j % per_set) / 2;
-    const bool bias = j % 2 == 1;
-    const std::size_t at =
-        (slot == 0 ? sets[0] : sets[1]) * p.in.stride + (bias ? s.bias[l] : s.weight[l]);
-    c.to_bytes = bias ? 4 : 2;
-    c.from_bytes = bias && l == head ? 4 : 2;  // the head's bias from the float master
-    c.from = c.from_bytes == 4 ? reinterpret_cast<const char*>(p.in.master + at)
-                               : reinterpret_cast<const char*>(p.in.working + at);
-    c.to = static_cast<unsigned>(bias ? sm.b[slot][l] : sm.w[slot][l]);
+    const int slot = j / per_set, k = j % per_set;
+    const bf* const working =
+        reinterpret_cast<const bf*>(p.in.working) + (slot == 0 ? sets[0] : sets[1]) * p.in.stride;
+    const bool bias = k > head;
+    const int l = bias ? k - head - 1 : k;
+    c.from = working + (bias ? s.bias[l] : s.weight[l]);
+    c.to = part<bf>(smem, bias ? sm.b[slot][l] : sm.w[slot][l]);
     c.rows = bias ? 1 : s.inputs[l];
     c.cols = s.outputs[l];
+    c.ld_from = static_cast<std::size_t>(s.outputs[l]);
     c.rows_pad = bias ? 1 : sm.in_pad[l];
-    c.cols_pad = sm.out_pad[l];
+    c.shift = shift_of(sm.out_pad[l]);
     c.ld_to = bias ? 0 : sm.ldw[l];
-    c.ld_from = s.outputs[l];
   } else {
     const int run = j - held * per_set;
     StateRows r = runs[0];
 #pragma unroll
     for (int k = 1; k < kMaxStateRuns; ++k)
       r = run == k ? runs[k] : r;
-    c.from = reinterpret_cast<const char*>(p.in.states +
-                                           static_cast<std::size_t>(m) * p.in.state_member +
-                                           static_cast<std::size_t>(r.first) * p.in.state_row);
-    c.from_bytes = c.to_bytes = 2;
-    c.to = static_cast<unsigned>(sm.act[0] + static_cast<std::size_t>(r.at) * sm.lda[0] * 2);
+    c.from = reinterpret_cast<const bf*>(p.in.states) +
+             static_cast<std::size_t>(m) * p.in.state_member +
+             static_cast<std::size_t>(r.first) * p.in.state_row;
+    c.to = part<bf>(smem, sm.act[0]) + static_cast<std::size_t>(r.at) * sm.lda[0];
     c.rows = r.n;
     c.cols = s.inputs[0];
+    c.ld_from = p.in.state_row;
     c.rows_pad = r.rows_pad;
-    c.cols_pad = sm.in_pad[0];
+    c.shift = shift_of(sm.in_pad[0]);
     c.ld_to = sm.lda[0];
-    c.ld_from = static_cast<unsigned>(p.in.state_row);
   }
-  c.runs = c.to_bytes == 2 && c.from_bytes == 2 && c.cols % 8 == 0 && c.ld_from % 8 == 0 &&
-           reinterpret_cast<std::uintptr_t>(c.from) % 16 == 0;
   return c;
 }
 
-// Weight sets into the weight slots (sets[slot]: member m's online network is set m, its target
-// M + m; -1 none; a set only where the one before it is) and `count` runs of member m's states
-// into act[0], in one memory round trip where the values are few: the copies are described in
-// shared memory (`table`), the whole 16-byte runs go by cp.async, and each thread loads its
-// first kGather unaligned values (the heads, the biases, unaligned states) before it stores
-// any. The caller waits: copies_done(), then __syncthreads().
+// Weight sets into the weight slots and `count` runs of member m's states into act[0] (see
+// piece()). The pieces' chunks are dealt to the threads in turn across the pieces: a whole
+// aligned chunk goes by cp.async, one beyond a matrix as zeros, any other value by value
+// (read-only loads: a thread's unaligned chunks are few, a head's rows or a bias's end). The
+// caller waits: copies_done(), then __syncthreads().
 __device__ void load_inputs(const Params& p, char* smem, int m, const long long (&sets)[2],
                             const StateRows (&runs)[kMaxStateRuns], int count) {
-  Copy* const table = reinterpret_cast<Copy*>(smem + p.smem.copies);
-  // firsts[j]: where copy j's values start in the numbering of the unaligned values.
-  int* const firsts = reinterpret_cast<int*>(table + kMaxCopies);
-  const int per_set = 2 * (p.shape.hidden + 1);
-  const int copies = ((sets[0] >= 0) + (sets[1] >= 0)) * per_set + count;
-  const int t = threadIdx.x, threads = blockDim.x;
-  if (t < copies)
-    table[t] = describe(p, m, sets, runs, t);
-  __syncthreads();
-  if (t <= copies) {
-    int first = 0;
-    for (int j = 0; j < t; ++j)
-      first += table[j].runs ? 0 : table[j].rows * table[j].cols;
-    firsts[t] = first;
-  }
-  // The runs, and the zeros right of and below each matrix.
-  for (int j = 0; j < copies; ++j) {
-    const Copy c = table[j];
-    char* const to = smem + c.to;
-    if (c.runs) {
-      const int per_row = c.cols / 8;
-      for (int i = t; i < c.rows * per_row; i += threads) {
-        const int r = i / per_row, v = i - r * per_row;
-        copy16(
-            reinterpret_cast<bf*>(to) + r * c.ld_to + 8 * v,
-            reinterpret_cast<const bf*>(c.from) + static_cast<std::size_t>(r) * c.ld_from + 8 * v);
-      }
-    }
-    const int right = c.cols_pad - c.cols, below = c.rows_pad - c.rows;
-    for (int i = t; i < c.rows * right + below * c.cols_pad; i += threads) {
-      int r, v;
-      if (i < c.rows * right) {
-        r = i / right;
-        v = c.cols + (i - r * right);
+  const int per_set = 2 * p.shape.hidden + 1;
+  const int pieces = ((sets[0] >= 0) + (sets[1] >= 0)) * per_set + count;
+  int turn = 0;  // the chunks of the pieces before
+#pragma unroll 1
+  for (int j = 0; j < pieces; ++j) {
+    const Piece c = piece(p, smem, m, sets, runs, per_set, j);
+    const bool runs16 =
+        c.cols % 8 == 0 && c.ld_from % 8 == 0 && reinterpret_cast<std::uintptr_t>(c.from) % 16 == 0;
+    const int chunks = c.rows_pad << c.shift, mask = (1 << c.shift) - 1;
+#pragma unroll 1
+    for (int i = (static_cast<int>(threadIdx.x) - turn) & (kThreads - 1); i < chunks;
+         i += kThreads) {
+      const int r = i >> c.shift, col = 8 * (i & mask);
+      bf* const at = c.to + r * c.ld_to + col;
+      const bf* const src = c.from + static_cast<std::size_t>(r) * c.ld_from + col;
+      if (runs16 && r < c.rows && col + 8 <= c.cols) {
+        copy16(at, src);
       } else {
-        const int k = i - c.rows * right;
-        r = c.rows + k / c.cols_pad;
-        v = k % c.cols_pad;
-      }
-      if (c.to_bytes == 2)
-        reinterpret_cast<bf*>(to)[r * c.ld_to + v] = __float2bfloat16(0.0f);
-      else
-        reinterpret_cast<float*>(to)[r * c.ld_to + v] = 0.0f;
-    }
-  }
-  __syncthreads();  // firsts
-  const int values = firsts[copies];
-  for (int base = 0; base < values; base += kGather * threads) {
-    unsigned bits[kGather];
-    int copy[kGather], at[kGather];
-    int j = 0;  // the copy of the value before (a thread's values ascend)
+        unsigned bits[4] = {};
+        if (r < c.rows) {
+          const unsigned short* const values = reinterpret_cast<const unsigned short*>(src);
 #pragma unroll
-    for (int u = 0; u < kGather; ++u) {
-      const int e = base + t + u * threads;
-      copy[u] = -1;
-      if (e < values) {
-        while (e >= firsts[j + 1])
-          ++j;
-        const Copy& c = table[j];
-        const int i = e - firsts[j], r = i / c.cols, v = i - r * c.cols;
-        const char* const from =
-            c.from + (static_cast<std::size_t>(r) * c.ld_from + v) * c.from_bytes;
-        bits[u] = c.from_bytes == 4 ? *reinterpret_cast<const unsigned*>(from)
-                                    : *reinterpret_cast<const unsigned short*>(from);
-        copy[u] = j;
-        at[u] = r * c.ld_to + v;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kGather; ++u) {
-      if (copy[u] >= 0) {
-        const Copy& c = table[copy[u]];
-        char* const to = smem + c.to;
-        if (c.to_bytes == 2) {
-          reinterpret_cast<unsigned short*>(to)[at[u]] = static_cast<unsigned short>(bits[u]);
-        } else if (c.from_bytes == 2) {
-          reinterpret_cast<float*>(to)[at[u]] = __uint_as_float(bits[u] << 16);  // bf16's bits
-        } else {
-          reinterpret_cast<float*>(to)[at[u]] = __uint_as_float(bits[u]);
+          for (int e = 0; e < 8; ++e) {
+            if (col + e < c.cols)
+              bits[e / 2] |= static_cast<unsigned>(__ldg(values + e)) << (16 * (e % 2));
+          }
         }
+        *reinterpret_cast<uint4*>(at) = make_uint4(bits[0], bits[1], bits[2], bits[3]);
       }
     }
+    turn = (turn + chunks) & (kThreads - 1);
+  }
+}
+
+// The heads' biases of weight sets sets[0] and sets[1] (as load_inputs) from the float master
+// copy, zeros after them, on the last threads.
+__device__ __forceinline__ void load_head_biases(const Params& p, char* smem,
+                                                 const long long (&sets)[2]) {
+  const Shape& s = p.shape;
+  const int t = static_cast<int>(threadIdx.x) - (kThreads - 2 * kHeadPad);
+  const int slot = t / kHeadPad, i = t % kHeadPad;
+  const long long set = slot == 0 ? sets[0] : sets[1];
+  if (t >= 0 && set >= 0) {
+    const int head = s.hidden;
+    float value = 0.0f;
+    if (i < s.outputs[head])
+      value = __ldg(p.in.master + set * p.in.stride + s.bias[head] + i);
+    part<float>(smem, p.smem.b[slot][head])[i] = value;
   }
 }
 
@@ -484,7 +418,8 @@ __device__ __forceinline__ void forward_layer(const Params& p, char* smem, int l
   const Smem& sm = p.smem;
   constexpr int tiles = kTiles<N>, blocks = N / (8 * tiles);
   constexpr int lda = K + kPad, ldw = N + kPad, ldh = W + kPad;
-  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  constexpr int warps = kThreads / 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int target_slot = sm.sets - 1;
   for (int u = warp; u < strips * blocks; u += warps) {
     const int strip = u / blocks, n0 = (u % blocks) * 8 * tiles;
@@ -497,8 +432,8 @@ __device__ __forceinline__ void forward_layer(const Params& p, char* smem, int l
     float acc[4][4] = {};
     warp_product<false, false, tiles, K, lda, ldw>(acc, a, part<bf>(smem, sm.w[slot][l]), m0, n0, 0,
                                                    lane);
-    const float* bias = part<float>(smem, sm.b[slot][l]);
     if (Head) {
+      const float* const bias = part<float>(smem, sm.b[slot][l]);
       float* const q = target ? part<float>(smem, sm.q_target)
                               : part<float>(smem, sm.q_online) + first * kMaxHead;
       unit_out<tiles>(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
@@ -510,9 +445,11 @@ __device__ __forceinline__ void forward_layer(const Params& p, char* smem, int l
     } else {
       bf* const h =
           target ? part<bf>(smem, sm.scratch[l & 1]) : part<bf>(smem, sm.act[l + 1]) + first * ldh;
+      const bf* const bias = part<bf>(smem, sm.b[slot][l]);
       unit_out<tiles>(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
+        const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + c));
         *reinterpret_cast<__nv_bfloat162*>(h + r * ldh + c) =
-            __floats2bfloat162_rn(fmaxf(v0 + bias[c], 0.0f), fmaxf(v1 + bias[c + 1], 0.0f));
+            __floats2bfloat162_rn(fmaxf(v0 + b.x, 0.0f), fmaxf(v1 + b.y, 0.0f));
       });
     }
   }
@@ -575,7 +512,7 @@ __device__ void write_q(const Params& p, char* smem, int m, const StateRows (&ru
 #pragma unroll
   for (int j = 0; j < Runs; ++j)
     rows += runs[j].n;
-  for (int i = threadIdx.x; i < rows; i += blockDim.x) {
+  for (int i = threadIdx.x; i < rows; i += kThreads) {
     int r = i, first = runs[0].first, at = runs[0].at;
     bool found = r < runs[0].n;
 #pragma unroll
@@ -621,11 +558,13 @@ __device__ __forceinline__ void backward_layer(const Params& p, char* smem, int 
   constexpr int weight_units = (K / 16) * (N / (8 * kTiles<N>));
   block_product<true, false, N, 0, lda, ldd>(
       K, rows, act, d, 0, [&](const float(&acc)[4][4], int m0, int n0) {
-        store_weight_unit(acc, kTiles<N>, m0, n0, dw, in, out);
+        store_weight_unit<kTiles<N>>(acc, m0, n0, dw, in, out);
       });
   if (!Head) {
-    // Four running sums a column (rows is a multiple of 16), added in a fixed order.
-    for (int o = threadIdx.x; o < out; o += blockDim.x) {
+    // Four running sums a column (rows is a multiple of 16), added in a fixed order, on the
+    // last warps (the input gradient's product below starts on the first ones).
+    static_assert(W <= kThreads, "a thread a column");
+    if (const int o = static_cast<int>(threadIdx.x) - (kThreads - W); o >= 0 && o < out) {
       float sum[4] = {};
       for (int r = 0; r < rows; r += 4) {
 #pragma unroll
@@ -665,6 +604,19 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
   const int env_end = min(p.environments, env_first + p.environment_share);
   const int env = min(sm.environment_rows, env_end - env_first);
 
+  // The loss's inputs of this thread's sample (a thread a sample: R <= kThreads), read now so
+  // that their round trip overlaps the loads and the forward pass.
+  static_assert(kThreads >= 128, "a chunk's samples take a thread each");
+  int taken = -1;
+  float return_n = 0.0f, discount = 0.0f;
+  if (static_cast<int>(threadIdx.x) < n) {
+    const std::size_t entry = static_cast<std::size_t>(m) * b + first + threadIdx.x;
+    taken = p.in.action[entry];
+    return_n = p.in.return_n[entry];
+    discount = p.in.discount[entry];
+  }
+  const double delta = p.in.settings[m].huber_delta;
+
   // 1-2. The weights and states; both networks down their layers (the target's pass first and
   // alone where one weight set is all that fits); then the further environments' rows.
   const long long both[2] = {static_cast<long long>(sm.sets == 2 ? online : target),
@@ -672,6 +624,7 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
   const StateRows rows_in[3] = {StateRows{b + first, n, 0, R}, StateRows{first, n, R, R},
                                 StateRows{2 * b + env_first, env, 2 * R, pad16(env)}};
   load_inputs(p, smem, m, both, rows_in, 3);
+  load_head_biases(p, smem, both);
   copies_done();
   __syncthreads();
   if (sm.sets == 1) {
@@ -679,6 +632,7 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
     const long long online_only[2] = {static_cast<long long>(online), -1};
     const StateRows no_rows[kMaxStateRuns] = {};
     load_inputs(p, smem, m, online_only, no_rows, 0);
+    load_head_biases(p, smem, online_only);
     copies_done();
     __syncthreads();
   }
@@ -703,13 +657,10 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
   const int rows = pad16(n);
   bf* const d_head = part<bf>(smem, sm.scratch[0]);
   double* const sums = part<double>(smem, sm.sums);
-  const double delta = p.in.settings[m].huber_delta;
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+  if (const int r = threadIdx.x; r < rows) {
     double v[kSums] = {};
     float dq = 0.0f;
-    int taken = -1;
     if (r < n) {
-      const std::size_t entry = static_cast<std::size_t>(m) * b + first + r;
       float next[kMaxHead], target_q[kMaxHead], now[kMaxHead];
       head_q(q_next + r * kMaxHead, width, s.dueling, next);
       head_q(q_target + r * kMaxHead, width, s.dueling, target_q);
@@ -723,10 +674,8 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
           best_q = next[a];
         }
       }
-      taken = p.in.action[entry];
-      const double y =
-          static_cast<double>(p.in.return_n[entry]) +
-          static_cast<double>(p.in.discount[entry]) * static_cast<double>(pick(target_q, best));
+      const double y = static_cast<double>(return_n) +
+                       static_cast<double>(discount) * static_cast<double>(pick(target_q, best));
       const double q_taken = taken >= 0 && taken < actions ? pick(now, taken) : 0.0f;
       const double d = q_taken - y;
       const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
@@ -813,6 +762,9 @@ __device__ float head_bias_gradient(const LearnParams& p, int m, int o) {
   const int width = s.outputs[s.hidden], actions = s.dueling ? width - 1 : width;
   double dq[kMaxHead] = {};
   for (int a = 0; a < actions; ++a) {
+    // Unrolled, so that several chunks' loads are in flight at once (the sum's order stays the
+    // chunks'), here and in the loops over chunks and blocks below.
+#pragma unroll 8
     for (int c = 0; c < p.chunks; ++c)
       dq[a] += sums[c * kSums + 3 + a];
   }
@@ -861,6 +813,7 @@ __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
     const int first = j * kLearnThreads + t;
     const float* const parts = p.partials + static_cast<std::size_t>(m) * p.chunks * p.part_stride;
     float g[kLearnValues] = {};
+#pragma unroll 4
     for (int c = 0; c < p.chunks; ++c) {
       const float* const part = parts + static_cast<std::size_t>(c) * p.part_stride;
 #pragma unroll
@@ -889,6 +842,7 @@ __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
         p.before[m] = u.counters[m];
         const double* const sums = p.partial_sums + static_cast<std::size_t>(m) * p.chunks * kSums;
         double total[3] = {};
+#pragma unroll 8
         for (int c = 0; c < p.chunks; ++c) {
           for (int k = 0; k < 3; ++k)
             total[k] += sums[c * kSums + k];
@@ -910,6 +864,7 @@ __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
     const nn::AdamSettings settings = u.settings[m];
     if (t == 0) {
       double squared = 0.0;
+#pragma unroll 8
       for (int b = 0; b < p.blocks; ++b)
         squared += p.norms[static_cast<std::size_t>(m) * p.blocks + b];
       nn::AdamCounters counters = p.before[m];
