@@ -139,9 +139,23 @@ Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
   return m;
 }
 
+// A weight set's layer weights or hidden bias as a load takes it (load_inputs): rows x cols bf16
+// values `from` values after the set's first (rows ld_from apart) into shared memory `to` bytes
+// from its start (rows ld_to values apart), zeros up to rows_pad rows of 8 << shift values;
+// runs: every row is whole aligned 16-byte chunks. Described once on the host.
+struct WeightPiece {
+  std::size_t from;
+  unsigned to;
+  int rows, cols, rows_pad, shift, ld_to, ld_from, runs;
+};
+
+constexpr int kMaxPieces = 2 * kMaxHidden + 1;  // a set's: its layers' weights, its hidden biases
+
 struct Params {
   Shape shape;
   Smem smem;
+  WeightPiece pieces[2][kMaxPieces];  // [slot][piece]: the layers' weights, then hidden biases
+  int pieces_per_set;
   int members, batch, environments, chunks, environment_share;
   Inputs in;
   float* q;
@@ -150,6 +164,7 @@ struct Params {
   std::size_t part_stride;  // a chunk's parts: the parameters, rounded up to 16 bytes
   double* partial_sums;
 };
+static_assert(sizeof(Params) <= 4096, "the first kernel's parameters fit a launch's 4 KB");
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -290,103 +305,77 @@ struct StateRows {
   int first, n, at, rows_pad;
 };
 
-// One piece of a load: a rows x cols matrix of bf16 values in global memory (rows ld_from
-// values apart) into shared memory (rows ld_to values apart), padded with zeros to rows_pad
-// rows of 8 << shift values, in 16-byte chunks of a row.
-struct Piece {
-  const bf* from;
-  bf* to;
-  std::size_t ld_from;
-  int rows, cols, rows_pad, shift, ld_to;
-};
-
-// log2 of a chunk count: 8 << shift values are a padded row's (16 to 128).
-__device__ __forceinline__ int shift_of(int values) {
-  return 31 - __clz(values / 8);
+// A rows x cols matrix of bf16 values in global memory (rows ld_from values apart) into shared
+// memory (rows ld_to values apart), zeros up to rows_pad rows of 8 << shift values, by 16-byte
+// chunks of a row: thread t takes the chunks from (t - turn) mod kThreads on, a whole chunk by
+// cp.async where every row is whole aligned chunks (runs), one beyond the matrix as zeros, any
+// other value by value (read-only loads). Returns the turn of the next matrix: the chunks are
+// dealt to the threads in turn across a load's matrices, so that the few value-by-value ones
+// (a head's rows, unaligned states) fall on different threads.
+__device__ __forceinline__ int load_matrix(bf* to, const bf* from, int rows, int cols,
+                                           std::size_t ld_from, int rows_pad, int shift, int ld_to,
+                                           bool runs, int turn) {
+  const int chunks = rows_pad << shift, mask = (1 << shift) - 1;
+#pragma unroll 1
+  for (int i = (static_cast<int>(threadIdx.x) - turn) & (kThreads - 1); i < chunks; i += kThreads) {
+    const int r = i >> shift, col = 8 * (i & mask);
+    bf* const at = to + r * ld_to + col;
+    const bf* const src = from + static_cast<std::size_t>(r) * ld_from + col;
+    if (runs && r < rows && col + 8 <= cols) {
+      copy16(at, src);
+    } else {
+      unsigned bits[4] = {};
+      if (r < rows) {
+        const unsigned short* const values = reinterpret_cast<const unsigned short*>(src);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if (col + e < cols)
+            bits[e / 2] |= static_cast<unsigned>(__ldg(values + e)) << (16 * (e % 2));
+        }
+      }
+      *reinterpret_cast<uint4*>(at) = make_uint4(bits[0], bits[1], bits[2], bits[3]);
+    }
+  }
+  return (turn + chunks) & (kThreads - 1);
 }
 
-// Piece j of member m's load: the weights and hidden biases of weight set sets[0] (member m's
-// online network is set m, its target M + m) into slot 0 and of sets[1] (-1: none) into slot 1,
-// a set's layers' weights first, then its hidden layers' biases; then the state runs. The
-// biases stay bf16 (forward_layer widens them); the heads' biases are load_head_biases'.
-__device__ Piece piece(const Params& p, char* smem, int m, const long long (&sets)[2],
-                       const StateRows (&runs)[kMaxStateRuns], int per_set, int j) {
-  const Shape& s = p.shape;
-  const Smem& sm = p.smem;
-  const int head = s.hidden, held = (sets[0] >= 0) + (sets[1] >= 0);
-  Piece c;
-  if (j < held * per_set) {
-    const int slot = j / per_set, k = j % per_set;
-    const bf* const working =
-        reinterpret_cast<const bf*>(p.in.working) + (slot == 0 ? sets[0] : sets[1]) * p.in.stride;
-    const bool bias = k > head;
-    const int l = bias ? k - head - 1 : k;
-    c.from = working + (bias ? s.bias[l] : s.weight[l]);
-    c.to = part<bf>(smem, bias ? sm.b[slot][l] : sm.w[slot][l]);
-    c.rows = bias ? 1 : s.inputs[l];
-    c.cols = s.outputs[l];
-    c.ld_from = static_cast<std::size_t>(s.outputs[l]);
-    c.rows_pad = bias ? 1 : sm.in_pad[l];
-    c.shift = shift_of(sm.out_pad[l]);
-    c.ld_to = bias ? 0 : sm.ldw[l];
-  } else {
-    const int run = j - held * per_set;
+// Weight set sets[0] (member m's online network is set m, its target M + m) into slot 0 and
+// sets[1] (-1: none) into slot 1, as p.pieces describes them (the heads' biases are
+// load_head_biases'), then `count` runs of member m's states (In values a row) into act[0]. The
+// caller waits: copies_done(), then __syncthreads().
+template <int In>
+__device__ void load_inputs(const Params& p, char* smem, int m, const long long (&sets)[2],
+                            const StateRows (&runs)[kMaxStateRuns], int count) {
+  int turn = 0;
+#pragma unroll 1
+  for (int slot = 0; slot < 2; ++slot) {
+    const long long set = slot == 0 ? sets[0] : sets[1];
+    if (set < 0)
+      break;
+    const bf* const first = reinterpret_cast<const bf*>(p.in.working) + set * p.in.stride;
+#pragma unroll 1
+    for (int k = 0; k < p.pieces_per_set; ++k) {
+      const WeightPiece& w = p.pieces[slot][k];
+      turn = load_matrix(part<bf>(smem, w.to), first + w.from, w.rows, w.cols, w.ld_from,
+                         w.rows_pad, w.shift, w.ld_to, w.runs != 0, turn);
+    }
+  }
+  const std::size_t ld = p.in.state_row;
+  const bf* const states =
+      reinterpret_cast<const bf*>(p.in.states) + static_cast<std::size_t>(m) * p.in.state_member;
+  const int cols = p.shape.inputs[0];
+  const bool aligned =
+      cols % 8 == 0 && ld % 8 == 0 && reinterpret_cast<std::uintptr_t>(states) % 16 == 0;
+  constexpr int shift = In == 32 ? 2 : In == 64 ? 3 : 4;
+#pragma unroll 1
+  for (int j = 0; j < count; ++j) {
     StateRows r = runs[0];
 #pragma unroll
     for (int k = 1; k < kMaxStateRuns; ++k)
-      r = run == k ? runs[k] : r;
-    c.from = reinterpret_cast<const bf*>(p.in.states) +
-             static_cast<std::size_t>(m) * p.in.state_member +
-             static_cast<std::size_t>(r.first) * p.in.state_row;
-    c.to = part<bf>(smem, sm.act[0]) + static_cast<std::size_t>(r.at) * sm.lda[0];
-    c.rows = r.n;
-    c.cols = s.inputs[0];
-    c.ld_from = p.in.state_row;
-    c.rows_pad = r.rows_pad;
-    c.shift = shift_of(sm.in_pad[0]);
-    c.ld_to = sm.lda[0];
-  }
-  return c;
-}
-
-// Weight sets into the weight slots and `count` runs of member m's states into act[0] (see
-// piece()). The pieces' chunks are dealt to the threads in turn across the pieces: a whole
-// aligned chunk goes by cp.async, one beyond a matrix as zeros, any other value by value
-// (read-only loads: a thread's unaligned chunks are few, a head's rows or a bias's end). The
-// caller waits: copies_done(), then __syncthreads().
-__device__ void load_inputs(const Params& p, char* smem, int m, const long long (&sets)[2],
-                            const StateRows (&runs)[kMaxStateRuns], int count) {
-  const int per_set = 2 * p.shape.hidden + 1;
-  const int pieces = ((sets[0] >= 0) + (sets[1] >= 0)) * per_set + count;
-  int turn = 0;  // the chunks of the pieces before
-#pragma unroll 1
-  for (int j = 0; j < pieces; ++j) {
-    const Piece c = piece(p, smem, m, sets, runs, per_set, j);
-    const bool runs16 =
-        c.cols % 8 == 0 && c.ld_from % 8 == 0 && reinterpret_cast<std::uintptr_t>(c.from) % 16 == 0;
-    const int chunks = c.rows_pad << c.shift, mask = (1 << c.shift) - 1;
-#pragma unroll 1
-    for (int i = (static_cast<int>(threadIdx.x) - turn) & (kThreads - 1); i < chunks;
-         i += kThreads) {
-      const int r = i >> c.shift, col = 8 * (i & mask);
-      bf* const at = c.to + r * c.ld_to + col;
-      const bf* const src = c.from + static_cast<std::size_t>(r) * c.ld_from + col;
-      if (runs16 && r < c.rows && col + 8 <= c.cols) {
-        copy16(at, src);
-      } else {
-        unsigned bits[4] = {};
-        if (r < c.rows) {
-          const unsigned short* const values = reinterpret_cast<const unsigned short*>(src);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            if (col + e < c.cols)
-              bits[e / 2] |= static_cast<unsigned>(__ldg(values + e)) << (16 * (e % 2));
-          }
-        }
-        *reinterpret_cast<uint4*>(at) = make_uint4(bits[0], bits[1], bits[2], bits[3]);
-      }
-    }
-    turn = (turn + chunks) & (kThreads - 1);
+      r = j == k ? runs[k] : r;
+    turn = load_matrix(part<bf>(smem, p.smem.act[0]) + static_cast<std::size_t>(r.at) * (In + kPad),
+                       states + static_cast<std::size_t>(r.first) * ld, r.n, cols, ld, r.rows_pad,
+                       shift, In + kPad, aligned, turn);
   }
 }
 
@@ -591,7 +580,7 @@ __device__ __forceinline__ void backward_layer(const Params& p, char* smem, int 
 }
 
 template <int In, int W>
-__global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, 1) loss_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(128) char smem[];
   const Shape& s = p.shape;
   const Smem& sm = p.smem;
@@ -623,7 +612,7 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
                              sm.sets == 2 ? static_cast<long long>(target) : -1};
   const StateRows rows_in[3] = {StateRows{b + first, n, 0, R}, StateRows{first, n, R, R},
                                 StateRows{2 * b + env_first, env, 2 * R, pad16(env)}};
-  load_inputs(p, smem, m, both, rows_in, 3);
+  load_inputs<In>(p, smem, m, both, rows_in, 3);
   load_head_biases(p, smem, both);
   copies_done();
   __syncthreads();
@@ -631,7 +620,7 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
     forward<In, W>(p, smem, 0, 0, R);
     const long long online_only[2] = {static_cast<long long>(online), -1};
     const StateRows no_rows[kMaxStateRuns] = {};
-    load_inputs(p, smem, m, online_only, no_rows, 0);
+    load_inputs<In>(p, smem, m, online_only, no_rows, 0);
     load_head_biases(p, smem, online_only);
     copies_done();
     __syncthreads();
@@ -642,7 +631,7 @@ __global__ void __launch_bounds__(kThreads) loss_kernel(const Params p) {
     const int k = min(sm.environment_rows, env_end - e);
     const long long none[2] = {-1, -1};
     const StateRows more[kMaxStateRuns] = {StateRows{2 * b + e, k, 2 * R, pad16(k)}};
-    load_inputs(p, smem, m, none, more, 1);
+    load_inputs<In>(p, smem, m, none, more, 1);
     copies_done();
     __syncthreads();
     forward<In, W>(p, smem, 2 * R, pad16(k), 0);
@@ -908,6 +897,38 @@ __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
   }
 }
 
+// p.pieces for p.shape and p.smem: each slot's layers' weights, then its hidden layers' biases.
+void describe_pieces(Params& p, const Inputs& in) {
+  const Shape& s = p.shape;
+  const Smem& sm = p.smem;
+  const int head = s.hidden;
+  // Whole aligned 16-byte runs in every set: the sets' firsts and the rows 16-byte aligned.
+  const bool aligned = in.stride % 8 == 0 && reinterpret_cast<std::uintptr_t>(in.working) % 16 == 0;
+  auto shift = [](int values) {
+    int k = 0;
+    while ((8 << k) < values)
+      ++k;
+    return k;
+  };
+  p.pieces_per_set = 2 * head + 1;
+  for (int slot = 0; slot < 2; ++slot) {
+    for (int k = 0; k < p.pieces_per_set; ++k) {
+      const bool bias = k > head;
+      const int l = bias ? k - head - 1 : k;
+      WeightPiece& w = p.pieces[slot][k];
+      w.from = bias ? s.bias[l] : s.weight[l];
+      w.to = static_cast<unsigned>(bias ? sm.b[slot][l] : sm.w[slot][l]);
+      w.rows = bias ? 1 : s.inputs[l];
+      w.cols = s.outputs[l];
+      w.ld_from = s.outputs[l];
+      w.rows_pad = bias ? 1 : sm.in_pad[l];
+      w.shift = shift(sm.out_pad[l]);
+      w.ld_to = bias ? 0 : sm.ldw[l];
+      w.runs = aligned && w.cols % 8 == 0 && w.from % 8 == 0 ? 1 : 0;
+    }
+  }
+}
+
 std::size_t part_stride(const Shape& s) {
   return (s.size + 3) / 4 * 4;
 }
@@ -1057,6 +1078,7 @@ void Step::loss(const ExecSpace& space, const Inputs& in, float* q, std::size_t 
   Params p{};
   p.shape = m_shape;
   p.smem = smem_layout(m_shape, m_rows, m_environment_rows, m_sets);
+  describe_pieces(p, in);
   p.members = static_cast<int>(m_members);
   p.batch = static_cast<int>(m_batch);
   p.environments = static_cast<int>(m_environments);
