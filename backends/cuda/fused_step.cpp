@@ -45,6 +45,12 @@ __host__ __device__ constexpr int pad16(int n) {
   return (n + 15) / 16 * 16;
 }
 
+// The shift of a padded row's 16-byte chunks: a row of `values` (16 to 128) bf16 values is
+// 1 << chunk_shift(values) chunks.
+__host__ __device__ constexpr int chunk_shift(int values) {
+  return values <= 16 ? 1 : values <= 32 ? 2 : values <= 64 ? 3 : 4;
+}
+
 // The kernel's compiled widths: the state padded to kIn = 32, 64 or 128 values, every hidden
 // layer to one width kWidth of the same three, the head to kHeadPad outputs. A kernel is built
 // for each pair, so that a product's extents, its tiles and its strides are constants.
@@ -140,22 +146,25 @@ Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
 }
 
 // A weight set's layer weights or hidden bias as a load takes it (load_inputs): rows x cols bf16
-// values `from` values after the set's first (rows ld_from apart) into shared memory `to` bytes
-// from its start (rows ld_to values apart), zeros up to rows_pad rows of 8 << shift values;
-// runs: every row is whole aligned 16-byte chunks. Described once on the host.
+// values `from` values after the set's first (row-major) into shared memory `to` bytes from its
+// start (rows ld_to values apart), zeros up to rows_pad rows of 8 << shift values; runs: every
+// row is whole aligned 16-byte chunks. Described once on the host.
 struct WeightPiece {
   std::size_t from;
   unsigned to;
-  int rows, cols, rows_pad, shift, ld_to, ld_from, runs;
+  int rows, cols, rows_pad, shift, ld_to, runs;
 };
 
-constexpr int kMaxPieces = 2 * kMaxHidden + 1;  // a set's: its layers' weights, its hidden biases
+// A set's pieces: its layers' weights, then its hidden layers' biases.
+__host__ __device__ constexpr int pieces_per_set(int hidden) {
+  return 2 * hidden + 1;
+}
+constexpr int kMaxPieces = pieces_per_set(kMaxHidden);
 
 struct Params {
   Shape shape;
   Smem smem;
-  WeightPiece pieces[2][kMaxPieces];  // [slot][piece]: the layers' weights, then hidden biases
-  int pieces_per_set;
+  WeightPiece pieces[2][kMaxPieces];  // [slot][piece]
   int members, batch, environments, chunks, environment_share;
   Inputs in;
   float* q;
@@ -339,46 +348,6 @@ __device__ __forceinline__ int load_matrix(bf* to, const bf* from, int rows, int
   return (turn + chunks) & (kThreads - 1);
 }
 
-// Weight set sets[0] (member m's online network is set m, its target M + m) into slot 0 and
-// sets[1] (-1: none) into slot 1, as p.pieces describes them (the heads' biases are
-// load_head_biases'), then `count` runs of member m's states (In values a row) into act[0]. The
-// caller waits: copies_done(), then __syncthreads().
-template <int In>
-__device__ void load_inputs(const Params& p, char* smem, int m, const long long (&sets)[2],
-                            const StateRows (&runs)[kMaxStateRuns], int count) {
-  int turn = 0;
-#pragma unroll 1
-  for (int slot = 0; slot < 2; ++slot) {
-    const long long set = slot == 0 ? sets[0] : sets[1];
-    if (set < 0)
-      break;
-    const bf* const first = reinterpret_cast<const bf*>(p.in.working) + set * p.in.stride;
-#pragma unroll 1
-    for (int k = 0; k < p.pieces_per_set; ++k) {
-      const WeightPiece& w = p.pieces[slot][k];
-      turn = load_matrix(part<bf>(smem, w.to), first + w.from, w.rows, w.cols, w.ld_from,
-                         w.rows_pad, w.shift, w.ld_to, w.runs != 0, turn);
-    }
-  }
-  const std::size_t ld = p.in.state_row;
-  const bf* const states =
-      reinterpret_cast<const bf*>(p.in.states) + static_cast<std::size_t>(m) * p.in.state_member;
-  const int cols = p.shape.inputs[0];
-  const bool aligned =
-      cols % 8 == 0 && ld % 8 == 0 && reinterpret_cast<std::uintptr_t>(states) % 16 == 0;
-  constexpr int shift = In == 32 ? 2 : In == 64 ? 3 : 4;
-#pragma unroll 1
-  for (int j = 0; j < count; ++j) {
-    StateRows r = runs[0];
-#pragma unroll
-    for (int k = 1; k < kMaxStateRuns; ++k)
-      r = j == k ? runs[k] : r;
-    turn = load_matrix(part<bf>(smem, p.smem.act[0]) + static_cast<std::size_t>(r.at) * (In + kPad),
-                       states + static_cast<std::size_t>(r.first) * ld, r.n, cols, ld, r.rows_pad,
-                       shift, In + kPad, aligned, turn);
-  }
-}
-
 // The heads' biases of weight sets sets[0] and sets[1] (as load_inputs) from the float master
 // copy, zeros after them, on the last threads.
 __device__ __forceinline__ void load_head_biases(const Params& p, char* smem,
@@ -393,6 +362,47 @@ __device__ __forceinline__ void load_head_biases(const Params& p, char* smem,
     if (i < s.outputs[head])
       value = __ldg(p.in.master + set * p.in.stride + s.bias[head] + i);
     part<float>(smem, p.smem.b[slot][head])[i] = value;
+  }
+}
+
+// Weight set sets[0] (member m's online network is set m, its target M + m) into slot 0 and
+// sets[1] (-1: none) into slot 1, as p.pieces describes them, with their heads' biases; then
+// `count` runs of member m's states (In values a row) into act[0]. The caller waits:
+// copies_done(), then __syncthreads().
+template <int In>
+__device__ void load_inputs(const Params& p, char* smem, int m, const long long (&sets)[2],
+                            const StateRows (&runs)[kMaxStateRuns], int count) {
+  int turn = 0;
+#pragma unroll 1
+  for (int slot = 0; slot < 2; ++slot) {
+    const long long set = slot == 0 ? sets[0] : sets[1];
+    if (set < 0)
+      break;
+    const bf* const first = reinterpret_cast<const bf*>(p.in.working) + set * p.in.stride;
+#pragma unroll 1
+    for (int k = 0; k < pieces_per_set(p.shape.hidden); ++k) {
+      const WeightPiece& w = p.pieces[slot][k];
+      turn = load_matrix(part<bf>(smem, w.to), first + w.from, w.rows, w.cols, w.cols, w.rows_pad,
+                         w.shift, w.ld_to, w.runs != 0, turn);
+    }
+  }
+  load_head_biases(p, smem, sets);
+  const std::size_t ld = p.in.state_row;
+  const bf* const states =
+      reinterpret_cast<const bf*>(p.in.states) + static_cast<std::size_t>(m) * p.in.state_member;
+  const int cols = p.shape.inputs[0];
+  const bool aligned =
+      cols % 8 == 0 && ld % 8 == 0 && reinterpret_cast<std::uintptr_t>(states) % 16 == 0;
+  constexpr int shift = chunk_shift(In);
+#pragma unroll 1
+  for (int j = 0; j < count; ++j) {
+    StateRows r = runs[0];
+#pragma unroll
+    for (int k = 1; k < kMaxStateRuns; ++k)
+      r = j == k ? runs[k] : r;
+    turn = load_matrix(part<bf>(smem, p.smem.act[0]) + static_cast<std::size_t>(r.at) * (In + kPad),
+                       states + static_cast<std::size_t>(r.first) * ld, r.n, cols, ld, r.rows_pad,
+                       shift, In + kPad, aligned, turn);
   }
 }
 
@@ -613,7 +623,6 @@ __global__ void __launch_bounds__(kThreads, 1) loss_kernel(const __grid_constant
   const StateRows rows_in[3] = {StateRows{b + first, n, 0, R}, StateRows{first, n, R, R},
                                 StateRows{2 * b + env_first, env, 2 * R, pad16(env)}};
   load_inputs<In>(p, smem, m, both, rows_in, 3);
-  load_head_biases(p, smem, both);
   copies_done();
   __syncthreads();
   if (sm.sets == 1) {
@@ -621,7 +630,6 @@ __global__ void __launch_bounds__(kThreads, 1) loss_kernel(const __grid_constant
     const long long online_only[2] = {static_cast<long long>(online), -1};
     const StateRows no_rows[kMaxStateRuns] = {};
     load_inputs<In>(p, smem, m, online_only, no_rows, 0);
-    load_head_biases(p, smem, online_only);
     copies_done();
     __syncthreads();
   }
@@ -904,15 +912,8 @@ void describe_pieces(Params& p, const Inputs& in) {
   const int head = s.hidden;
   // Whole aligned 16-byte runs in every set: the sets' firsts and the rows 16-byte aligned.
   const bool aligned = in.stride % 8 == 0 && reinterpret_cast<std::uintptr_t>(in.working) % 16 == 0;
-  auto shift = [](int values) {
-    int k = 0;
-    while ((8 << k) < values)
-      ++k;
-    return k;
-  };
-  p.pieces_per_set = 2 * head + 1;
   for (int slot = 0; slot < 2; ++slot) {
-    for (int k = 0; k < p.pieces_per_set; ++k) {
+    for (int k = 0; k < pieces_per_set(head); ++k) {
       const bool bias = k > head;
       const int l = bias ? k - head - 1 : k;
       WeightPiece& w = p.pieces[slot][k];
@@ -920,9 +921,8 @@ void describe_pieces(Params& p, const Inputs& in) {
       w.to = static_cast<unsigned>(bias ? sm.b[slot][l] : sm.w[slot][l]);
       w.rows = bias ? 1 : s.inputs[l];
       w.cols = s.outputs[l];
-      w.ld_from = s.outputs[l];
       w.rows_pad = bias ? 1 : sm.in_pad[l];
-      w.shift = shift(sm.out_pad[l]);
+      w.shift = chunk_shift(sm.out_pad[l]);
       w.ld_to = bias ? 0 : sm.ldw[l];
       w.runs = aligned && w.cols % 8 == 0 && w.from % 8 == 0 ? 1 : 0;
     }
