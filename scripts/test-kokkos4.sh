@@ -4,7 +4,9 @@
 # the shared/deps folder beside the checkout (or $DQNTRADER_KOKKOS_TARBALLS): the project in
 # C++20 (scripts/test.sh builds it in C++17 against Kokkos 3.4.01), with -Wall -Wextra -Werror
 # (the preset ci) and the CTest suite with the tests at two host threads (scripts/test.sh runs
-# them at one and at two; one thread count here keeps CI inside its time).
+# them at one and at two; one thread count here keeps CI inside its time). Left to
+# scripts/test.sh, as they hold nothing Kokkos's version could change: the oracle's self-test
+# (Python alone) and the test that kills processes at random moments (the checkpoints' files).
 # Run by .ci/run after scripts/test.sh, whose set-up it reuses.
 # Without the tarballs it says so and exits 0: a fresh machine has no such folder.
 set -euo pipefail
@@ -25,4 +27,6 @@ echo "test-kokkos4: Kokkos $version, C++20, in $build"
 cmake --preset ci -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_STANDARD=20 \
   -DDQNTRADER_EXPECT_KOKKOS_VERSION=40601 >/dev/null
 cmake --build "$build" -j "${DQNTRADER_JOBS:-2}"
-ctest --test-dir "$build" --output-on-failure -E '^dqntrader_tests_threads_1$'
+GTEST_FILTER='-Reliability.KilledAtRandomMomentsNeverLeavesACorruptCheckpoint' \
+  ctest --test-dir "$build" --output-on-failure \
+  -E '^(dqntrader_tests_threads_1|selection_statistics_oracle)$'

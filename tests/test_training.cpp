@@ -83,12 +83,12 @@ void write_output_gradient(const ExecSpace& space, const nn::OutputGradient<T>& 
   space.fence();
 }
 
-// L(theta) = sum over rows and actions of w[r][a] * Q(state_r; theta)[a], in double; with
+// Q(state_r; theta)[a] of every row r and action a (at r * actions + a), in double; with
 // kink, also the smallest |pre-activation| of a hidden unit there.
-double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
-                  const std::vector<double>& features, const std::vector<int>& incoming,
-                  const std::vector<double>& w, double* kink = nullptr) {
-  double total = 0.0;
+std::vector<double> q_values(const oracle::Network& net, const std::vector<double>& theta,
+                             const std::vector<double>& features, const std::vector<int>& incoming,
+                             double* kink = nullptr) {
+  std::vector<double> all;
   const std::size_t rows = incoming.size();
   for (std::size_t r = 0; r < rows; ++r) {
     std::vector<double> x(features.begin() + r * net.features,
@@ -96,15 +96,19 @@ double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
     for (std::size_t p = 0; p < net.positions; ++p)
       x.push_back(static_cast<int>(p) == incoming[r] ? 1.0 : 0.0);
     std::size_t offset = 0;
+    // Each output's sum from its bias over the inputs in order, the weights row by row.
     auto layer = [&](const std::vector<double>& in, std::size_t outputs, bool relu) {
-      std::vector<double> out(outputs, 0.0);
-      for (std::size_t o = 0; o < outputs; ++o) {
-        double sum = theta[offset + in.size() * outputs + o];
-        for (std::size_t i = 0; i < in.size(); ++i)
-          sum += in[i] * theta[offset + i * outputs + o];
-        out[o] = relu ? std::max(sum, 0.0) : sum;
+      const double* const weights = theta.data() + offset;
+      std::vector<double> out(weights + in.size() * outputs, weights + (in.size() + 1) * outputs);
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        for (std::size_t o = 0; o < outputs; ++o)
+          out[o] += in[i] * weights[i * outputs + o];
+      }
+      for (double& sum : out) {
         if (relu && kink != nullptr)
           *kink = std::min(*kink, std::fabs(sum));
+        if (relu)
+          sum = std::max(sum, 0.0);
       }
       offset += in.size() * outputs + outputs;
       return out;
@@ -123,9 +127,19 @@ double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
     } else {
       q = layer(x, net.actions, false);
     }
-    for (std::size_t a = 0; a < net.actions; ++a)
-      total += w[r * net.actions + a] * q[a];
+    all.insert(all.end(), q.begin(), q.end());
   }
+  return all;
+}
+
+// L(theta) = sum over rows and actions of w[r][a] * Q(state_r; theta)[a], in double.
+double weighted_q(const oracle::Network& net, const std::vector<double>& theta,
+                  const std::vector<double>& features, const std::vector<int>& incoming,
+                  const std::vector<double>& w) {
+  const std::vector<double> q = q_values(net, theta, features, incoming);
+  double total = 0.0;
+  for (std::size_t i = 0; i < q.size(); ++i)
+    total += w[i] * q[i];
   return total;
 }
 
@@ -170,9 +184,8 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
       p = static_cast<int>(rng() % 3);
     w = testing::random_values(rng, rows * spec.actions);
     kink = std::numeric_limits<double>::infinity();
-    weighted_q(reference, std::vector<double>(parameters.begin(), parameters.end()),
-               std::vector<double>(features.begin(), features.end()), incoming,
-               std::vector<double>(w.begin(), w.end()), &kink);
+    q_values(reference, std::vector<double>(parameters.begin(), parameters.end()),
+             std::vector<double>(features.begin(), features.end()), incoming, &kink);
   }
 
   const ExecSpace space;
@@ -198,28 +211,40 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
   net.backward(space, side, weights, rows, nn::Gradients{grads});
   const std::vector<float> got = download(grads);
 
-  // Forward: Q of each row against the reference (weighted_q with one-hot weights).
+  std::vector<double> theta(parameters.begin(), parameters.end());
+  const std::vector<double> f64(features.begin(), features.end()), w64(w.begin(), w.end());
+  // Forward: Q of each row against the reference.
   const auto q_all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
   const auto q_host = Kokkos::subview(q_all, 0, Kokkos::ALL, Kokkos::ALL);
-  {
-    const std::vector<double> theta(parameters.begin(), parameters.end());
-    const std::vector<double> f64(features.begin(), features.end());
-    for (std::size_t r = 0; r < rows; ++r) {
-      for (std::size_t a = 0; a < spec.actions; ++a) {
-        std::vector<double> one_hot(rows * spec.actions, 0.0);
-        one_hot[r * spec.actions + a] = 1.0;
-        const double expected = weighted_q(reference, theta, f64, incoming, one_hot);
-        EXPECT_NEAR(q_host(r, a), expected, 1e-5 * (1.0 + std::fabs(expected)))
-            << "row " << r << " action " << a;
-      }
+  const std::vector<double> expected_q = q_values(reference, theta, f64, incoming);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t a = 0; a < spec.actions; ++a) {
+      const double expected = expected_q[r * spec.actions + a];
+      EXPECT_NEAR(q_host(r, a), expected, 1e-5 * (1.0 + std::fabs(expected)))
+          << "row " << r << " action " << a;
     }
   }
 
-  std::vector<double> theta(parameters.begin(), parameters.end());
-  const std::vector<double> f64(features.begin(), features.end()), w64(w.begin(), w.end());
+  // The parameters differenced (each difference costs two passes of the reference over all
+  // rows): every bias; of each weight matrix its last row and column, which meet every input
+  // and output and hold the tails of packs and tiles, and whole 8 x 8 blocks on every eighth
+  // block diagonal, each with every pair of an input's and an output's place within a pack:
+  // about a fifth of the weights.
+  std::vector<std::size_t> checked;
+  for (std::size_t l = 0; l < layout.layers(); ++l) {
+    const nn::Tensor& weight = layout.weight(l);
+    for (std::size_t i = 0; i < weight.rows; ++i) {
+      for (std::size_t o = 0; o < weight.cols; ++o) {
+        if (i + 1 == weight.rows || o + 1 == weight.cols || (i / 8 + o / 8) % 8 == 0)
+          checked.push_back(weight.offset + i * weight.cols + o);
+      }
+    }
+    for (std::size_t o = 0; o < layout.bias(l).size(); ++o)
+      checked.push_back(layout.bias(l).offset + o);
+  }
   double worst = 0.0, scale = 0.0;
   std::size_t worst_at = 0;
-  for (std::size_t i = 0; i < theta.size(); ++i) {
+  for (const std::size_t i : checked) {
     const double h = 1e-6;
     const double saved = theta[i];
     theta[i] = saved + h;
