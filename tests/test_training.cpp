@@ -21,6 +21,7 @@
 #include "backends/execution.hpp"
 #include "backtest_oracle.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/packs.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/env/states.hpp"
 #include "dqntrader/env/trading_env.hpp"
@@ -227,15 +228,16 @@ TEST_P(Backward, MatchesFiniteDifferencesInDouble) {
 
   // The parameters differenced (each difference costs two passes of the reference over all
   // rows): every bias; of each weight matrix its last row and column, which meet every input
-  // and output and hold the tails of packs and tiles, and whole 8 x 8 blocks on every eighth
-  // block diagonal, each with every pair of an input's and an output's place within a pack:
-  // about a fifth of the weights.
+  // and output and hold the tails of packs and tiles, and whole kPack x kPack blocks on every
+  // eighth block diagonal, each with every pair of an input's and an output's place within a
+  // pack: about a fifth of the weights.
+  constexpr std::size_t pack = kPack;
   std::vector<std::size_t> checked;
   for (std::size_t l = 0; l < layout.layers(); ++l) {
     const nn::Tensor& weight = layout.weight(l);
     for (std::size_t i = 0; i < weight.rows; ++i) {
       for (std::size_t o = 0; o < weight.cols; ++o) {
-        if (i + 1 == weight.rows || o + 1 == weight.cols || (i / 8 + o / 8) % 8 == 0)
+        if (i + 1 == weight.rows || o + 1 == weight.cols || (i / pack + o / pack) % 8 == 0)
           checked.push_back(weight.offset + i * weight.cols + o);
       }
     }
