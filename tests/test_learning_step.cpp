@@ -282,8 +282,9 @@ TEST(LearningStep, TheFusedStepEqualsTheProductsStepWithinBf16Rounding) {
       for (bool dueling : {false, true}) {
         for (std::size_t members : {1, 7, 64}) {
           for (std::size_t batch : {256, 100}) {
-            // Seven members take 600 environments: a chunk's share takes more than one pass.
-            const std::size_t environments = members == 7 ? 600 : 24;
+            // Seven members take 600 environments and 64 members 136: a chunk's share takes
+            // more than one pass, with both weight sets held and with one at a time.
+            const std::size_t environments = members == 7 ? 600 : members == 64 ? 136 : 24;
             const Case c{std::vector<std::size_t>(layers, width), dueling, members, batch,
                          environments};
             SCOPED_TRACE("width " + std::to_string(width) + " x " + std::to_string(layers) +

@@ -3,11 +3,14 @@
 //      first, the online's in its place after step 2's target pass), and the chunk's states:
 //      its s' rows, its s rows and its share of the environments' states
 //   2. down the layers, the target network on s' beside the online network on every row, so
-//      that a layer of both is one phase; the online activations of s stay for step 4
+//      that a layer of both is one phase (with one set, the online network's pass follows the
+//      target's alone); the online activations of s stay for step 4
 //   3. per sample (a thread each), the double-DQN target, the Huber loss and d loss / d Q, the
 //      head's output gradient in bf16 (as the products path stores it), and the chunk's sums
+//      (each warp's, then the warps' in order)
 //   4. down the layers: the weight gradient act^T dOut of the chunk's rows into its parts, the
-//      bias gradient (dOut's column sums), and the next dOut = (dOut W^T) masked by the ReLU
+//      bias gradient (dOut's column sums; the head's from the chunk's sums of d loss / d Q),
+//      and the next dOut = (dOut W^T) masked by the ReLU
 // Every product is a warp's 16-row strip of the output times a block of 16 or 32 columns, in
 // m16n8k16 tensor-core products whose operands ldmatrix loads from shared memory (transposed
 // where the operand is stored the other way); shared rows are padded by 8 values so that the
@@ -66,23 +69,29 @@ int padded(int n) {
 }
 
 constexpr int kThreads = 512;         // a block's threads: a warp for each unit of a layer
+constexpr int kMaxRows = 128;         // the most samples a chunk takes
 constexpr int kEnvironmentRows = 64;  // the most environments' rows a pass takes
 constexpr int kMaxStateRuns = 3;      // the runs of states a load takes
 
 // Where the parts of a block's shared memory lie (bytes from its start) for R rows, and the
-// strides of their rows (values). The online network's layer inputs act[l] hold R rows of s',
-// R of s and the environments' rows; the target's hidden outputs alternate between the two
-// scratch parts, which the backward pass then takes for the output gradients.
+// strides of their rows (values). The online network's first layer's inputs act[0] hold R rows
+// of s', R of s and the environments' rows, and so do its further layers' act[l] where both
+// weight sets are held; where one is, the online network's hidden outputs on s' pass through the
+// scratch parts as the target's do (the target's pass has ended), and act[l] (l > 0) skips the
+// s' rows. The target's hidden outputs alternate between the two scratch parts, which the
+// backward pass then takes for the output gradients. The head's outputs are rows of ldq values.
 struct Smem {
   int in_pad[kMaxHidden + 1], out_pad[kMaxHidden + 1];
   int ldw[kMaxHidden + 1];  // layer l's weight rows: out_pad[l] + kPad
   int lda[kMaxHidden + 1];  // layer l's input rows (act[l]): in_pad[l] + kPad
   int ldd;                  // scratch rows: the widest layer's + kPad
+  int ldq;                  // a row of the head's outputs: 4 or 8 values
   int rows;                 // R: the s' rows and the s rows
   int environment_rows;     // the environments' rows of a pass
   int sets;                 // weight sets held: 2, the online's then the target's; or 1
+  int skip;                 // act[0]'s first rows that act[l] (l > 0) does not hold: 0 or R
   std::size_t w[2][kMaxHidden + 1], b[2][kMaxHidden + 1], act[kMaxHidden + 1], scratch[2];
-  std::size_t q_online, q_target, sums;
+  std::size_t q_online, q_target;
   std::size_t bytes;
 };
 
@@ -111,6 +120,7 @@ Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
     at += (bytes + 127) / 128 * 128;
     return here;
   };
+  m.skip = sets == 1 ? rows : 0;
   const std::size_t online_rows = 2 * static_cast<std::size_t>(rows) + environment_rows;
   int widest = 0;
   for (int l = 0; l <= s.hidden; ++l) {
@@ -134,13 +144,13 @@ Smem smem_layout(const Shape& s, int rows, int environment_rows, int sets) {
     }
   }
   for (int l = 0; l <= s.hidden; ++l)
-    m.act[l] = take(online_rows * m.lda[l] * sizeof(bf));
+    m.act[l] = take((online_rows - (l == 0 ? 0 : m.skip)) * m.lda[l] * sizeof(bf));
   m.ldd = widest + kPad;
   for (std::size_t& d : m.scratch)
     d = take(static_cast<std::size_t>(rows) * m.ldd * sizeof(bf));
-  m.q_online = take(online_rows * kMaxHead * sizeof(float));
-  m.q_target = take(static_cast<std::size_t>(rows) * kMaxHead * sizeof(float));
-  m.sums = take(static_cast<std::size_t>(rows) * kSums * sizeof(double));
+  m.ldq = s.outputs[s.hidden] <= 4 ? 4 : kMaxHead;
+  m.q_online = take(online_rows * m.ldq * sizeof(float));
+  m.q_target = take(static_cast<std::size_t>(rows) * m.ldq * sizeof(float));
   m.bytes = at;
   return m;
 }
@@ -174,6 +184,13 @@ struct Params {
   double* partial_sums;
 };
 static_assert(sizeof(Params) <= 4096, "the first kernel's parameters fit a launch's 4 KB");
+
+// x summed over the warp in a fixed order (by halves), at lane 0.
+__device__ __forceinline__ double warp_sum(double x) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    x += __shfl_down_sync(0xffffffffu, x, offset);
+  return x;
+}
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -406,44 +423,53 @@ __device__ void load_inputs(const Params& p, char* smem, int m, const long long 
   }
 }
 
-// Layer l of both networks, one phase (K inputs, N outputs, W the hidden width): the online
-// network (weight slot 0) on act's rows from `first` (online_strips strips of 16), beside the
-// target network (the last slot) on the first rows (s'; the further strips up to `strips`).
-// Hidden outputs go to act[l + 1] and to the scratch parts in turn; the head's (before a
-// dueling combination) to q_online's and q_target's rows.
+// A pass down the layers: `direct` strips of 16 rows of the online network from act[0]'s row
+// `first` (act[l]'s row first - skip for l > 0; their hidden outputs into act[l + 1], their
+// head's into q_online's rows from first), beside `through` strips of the first rows (s')
+// through the scratch parts by weight slot `slot` (their head's outputs into q_online's first
+// rows where `online`, else into q_target's).
+struct Pass {
+  int first, direct, through, slot;
+  bool online;
+};
+
+// Layer l of a pass, one phase (K inputs, N outputs, W the hidden width); the head's outputs
+// before a dueling combination.
 template <int K, int N, int W, bool Head>
-__device__ __forceinline__ void forward_layer(const Params& p, char* smem, int l, int first,
-                                              int online_strips, int strips) {
+__device__ __forceinline__ void forward_layer(const Params& p, char* smem, int l,
+                                              const Pass& pass) {
   const Smem& sm = p.smem;
   constexpr int tiles = kTiles<N>, blocks = N / (8 * tiles);
   constexpr int lda = K + kPad, ldw = N + kPad, ldh = W + kPad;
   constexpr int warps = kThreads / 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int target_slot = sm.sets - 1;
+  const int strips = pass.direct + pass.through;
   for (int u = warp; u < strips * blocks; u += warps) {
     const int strip = u / blocks, n0 = (u % blocks) * 8 * tiles;
-    const bool target = strip >= online_strips;
-    const int slot = target ? target_slot : 0;
-    const int m0 = 16 * (target ? strip - online_strips : strip);
-    // The target's hidden inputs lie in scratch, whose rows are the hidden layers' (lda).
-    const bf* const a = target && l > 0 ? part<bf>(smem, sm.scratch[(l - 1) & 1])
-                                        : part<bf>(smem, sm.act[l]) + (target ? 0 : first) * lda;
+    const bool through = strip >= pass.direct;
+    const int slot = through ? pass.slot : 0;
+    const int m0 = 16 * (through ? strip - pass.direct : strip);
+    // Through the scratch parts, whose rows are the hidden layers' (lda), after act[0]'s first.
+    const bf* const a =
+        through ? (l > 0 ? part<bf>(smem, sm.scratch[(l - 1) & 1]) : part<bf>(smem, sm.act[0]))
+                : part<bf>(smem, sm.act[l]) + (l == 0 ? pass.first : pass.first - sm.skip) * lda;
     float acc[4][4] = {};
     warp_product<false, false, tiles, K, lda, ldw>(acc, a, part<bf>(smem, sm.w[slot][l]), m0, n0, 0,
                                                    lane);
     if (Head) {
       const float* const bias = part<float>(smem, sm.b[slot][l]);
-      float* const q = target ? part<float>(smem, sm.q_target)
-                              : part<float>(smem, sm.q_online) + first * kMaxHead;
+      const int ldq = sm.ldq;
+      float* const q = through ? part<float>(smem, pass.online ? sm.q_online : sm.q_target)
+                               : part<float>(smem, sm.q_online) + pass.first * ldq;
       unit_out<tiles>(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-        if (c < kMaxHead) {
-          q[r * kMaxHead + c] = v0 + bias[c];
-          q[r * kMaxHead + c + 1] = v1 + bias[c + 1];
+        if (c < ldq) {
+          q[r * ldq + c] = v0 + bias[c];
+          q[r * ldq + c + 1] = v1 + bias[c + 1];
         }
       });
     } else {
-      bf* const h =
-          target ? part<bf>(smem, sm.scratch[l & 1]) : part<bf>(smem, sm.act[l + 1]) + first * ldh;
+      bf* const h = through ? part<bf>(smem, sm.scratch[l & 1])
+                            : part<bf>(smem, sm.act[l + 1]) + (pass.first - sm.skip) * ldh;
       const bf* const bias = part<bf>(smem, sm.b[slot][l]);
       unit_out<tiles>(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
         const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + c));
@@ -455,17 +481,14 @@ __device__ __forceinline__ void forward_layer(const Params& p, char* smem, int l
   __syncthreads();
 }
 
-// Down the layers (state In values wide, hidden layers W), one phase a layer: the online
-// network on act's `rows` rows from `first` beside the target network on the first
-// `target_rows` rows (s').
+// A pass down the layers (state In values wide, hidden layers W), one phase a layer.
 template <int In, int W>
-__device__ void forward(const Params& p, char* smem, int first, int rows, int target_rows) {
-  const int online_strips = rows / 16, strips = online_strips + target_rows / 16;
+__device__ void forward(const Params& p, char* smem, const Pass& pass) {
   const int head = p.shape.hidden;
-  forward_layer<In, W, W, false>(p, smem, 0, first, online_strips, strips);
+  forward_layer<In, W, W, false>(p, smem, 0, pass);
   for (int l = 1; l < head; ++l)
-    forward_layer<W, W, W, false>(p, smem, l, first, online_strips, strips);
-  forward_layer<W, kHeadPad, W, true>(p, smem, head, first, online_strips, strips);
+    forward_layer<W, W, W, false>(p, smem, l, pass);
+  forward_layer<W, kHeadPad, W, true>(p, smem, head, pass);
 }
 
 // Q from a row's head outputs o (train's head_q): o itself, or with a dueling head
@@ -524,7 +547,7 @@ __device__ void write_q(const Params& p, char* smem, int m, const StateRows (&ru
       }
     }
     float q[kMaxHead];
-    head_q(outputs + (at + r) * kMaxHead, width, p.shape.dueling, q);
+    head_q(outputs + (at + r) * p.smem.ldq, width, p.shape.dueling, q);
     float* to = p.q + static_cast<std::size_t>(m) * p.q_member +
                 static_cast<std::size_t>(first + r) * p.q_row;
 #pragma unroll
@@ -551,7 +574,8 @@ __device__ __forceinline__ void backward_layer(const Params& p, char* smem, int 
   const Smem& sm = p.smem;
   constexpr int lda = K + kPad, ldd = W + kPad, ldw = N + kPad;
   const bf* const d = part<bf>(smem, sm.scratch[now]);
-  const bf* const act = part<bf>(smem, sm.act[l]) + sm.rows * lda;
+  // The s rows: act[0]'s from R, act[l]'s (l > 0) from R - skip.
+  const bf* const act = part<bf>(smem, sm.act[l]) + (l == 0 ? sm.rows : sm.rows - sm.skip) * lda;
   const int in = s.inputs[l], out = s.outputs[l];
   float* const dw = parts + s.weight[l];
   constexpr int weight_units = (K / 16) * (N / (8 * kTiles<N>));
@@ -587,6 +611,20 @@ __device__ __forceinline__ void backward_layer(const Params& p, char* smem, int 
         });
   }
   __syncthreads();
+}
+
+// The gradient at the head's bias o from the sums dq of d loss / d Q over a chunk's samples (one
+// an action), through a dueling head's combination (width outputs: the value, then the
+// actions' advantages).
+__device__ __forceinline__ float head_bias_gradient(const double* dq, int o, int width,
+                                                    bool dueling) {
+  if (!dueling)
+    return static_cast<float>(dq[o]);
+  const int actions = width - 1;
+  double all = 0.0;
+  for (int a = 0; a < actions; ++a)
+    all += dq[a];
+  return static_cast<float>(o == 0 ? all : dq[o - 1] - all / static_cast<double>(actions));
 }
 
 template <int In, int W>
@@ -626,14 +664,18 @@ __global__ void __launch_bounds__(kThreads, 1) loss_kernel(const __grid_constant
   copies_done();
   __syncthreads();
   if (sm.sets == 1) {
-    forward<In, W>(p, smem, 0, 0, R);
+    forward<In, W>(p, smem, Pass{0, 0, R / 16, 0, false});
     const long long online_only[2] = {static_cast<long long>(online), -1};
     const StateRows no_rows[kMaxStateRuns] = {};
     load_inputs<In>(p, smem, m, online_only, no_rows, 0);
     copies_done();
     __syncthreads();
   }
-  forward<In, W>(p, smem, 0, 2 * R + pad16(env), sm.sets == 2 ? R : 0);
+  // Both sets: the online network on every row beside the target on s'. One set: the online
+  // network on s and the environments' rows beside it on s' through the scratch parts.
+  forward<In, W>(p, smem,
+                 sm.sets == 2 ? Pass{0, (2 * R + pad16(env)) / 16, R / 16, 1, false}
+                              : Pass{R, (R + pad16(env)) / 16, R / 16, 0, true});
   write_q(p, smem, m, rows_in);
   for (int e = env_first + env; e < env_end; e += sm.environment_rows) {
     const int k = min(sm.environment_rows, env_end - e);
@@ -642,26 +684,28 @@ __global__ void __launch_bounds__(kThreads, 1) loss_kernel(const __grid_constant
     load_inputs<In>(p, smem, m, none, more, 1);
     copies_done();
     __syncthreads();
-    forward<In, W>(p, smem, 2 * R, pad16(k), 0);
+    forward<In, W>(p, smem, Pass{2 * R, pad16(k) / 16, 0, 0, false});
     write_q(p, smem, m, more);
   }
 
   // 3. The loss, a thread a sample; the head's output gradient in scratch[0], zero on padded
   // rows.
+  const int ldq = sm.ldq;
   const float* const q_next = part<float>(smem, sm.q_online);
-  const float* const q_now = q_next + R * kMaxHead;
+  const float* const q_now = q_next + R * ldq;
   const float* const q_target = part<float>(smem, sm.q_target);
   const int rows = pad16(n);
   bf* const d_head = part<bf>(smem, sm.scratch[0]);
-  double* const sums = part<double>(smem, sm.sums);
-  if (const int r = threadIdx.x; r < rows) {
+  // Each warp's sums of its samples' values (by halves), then the warps' in order.
+  __shared__ double warp_sums[kMaxRows / 32][kSums];
+  if (const int r = threadIdx.x; r < (rows + 31) / 32 * 32) {
     double v[kSums] = {};
     float dq = 0.0f;
     if (r < n) {
       float next[kMaxHead], target_q[kMaxHead], now[kMaxHead];
-      head_q(q_next + r * kMaxHead, width, s.dueling, next);
-      head_q(q_target + r * kMaxHead, width, s.dueling, target_q);
-      head_q(q_now + r * kMaxHead, width, s.dueling, now);
+      head_q(q_next + r * ldq, width, s.dueling, next);
+      head_q(q_target + r * ldq, width, s.dueling, target_q);
+      head_q(q_now + r * ldq, width, s.dueling, now);
       int best = 0;
       float best_q = next[0];
 #pragma unroll
@@ -687,41 +731,47 @@ __global__ void __launch_bounds__(kThreads, 1) loss_kernel(const __grid_constant
       }
     }
     // d loss / d head outputs: the one-hot dq, through a dueling head's combination.
-    bf* const row = d_head + r * sm.ldd;
-    const double share = static_cast<double>(dq) / static_cast<double>(actions);
+    if (r < rows) {
+      bf* const row = d_head + r * sm.ldd;
+      const double share = static_cast<double>(dq) / static_cast<double>(actions);
 #pragma unroll
-    for (int o = 0; o < kHeadPad; ++o) {
-      float value = 0.0f;
-      if (!s.dueling) {
-        value = o == taken ? dq : 0.0f;
-      } else if (o == 0) {
-        value = dq;
-      } else if (o < width) {
-        value = static_cast<float>(static_cast<double>(o - 1 == taken ? dq : 0.0f) - share);
+      for (int o = 0; o < kHeadPad; ++o) {
+        float value = 0.0f;
+        if (!s.dueling) {
+          value = o == taken ? dq : 0.0f;
+        } else if (o == 0) {
+          value = dq;
+        } else if (o < width) {
+          value = static_cast<float>(static_cast<double>(o - 1 == taken ? dq : 0.0f) - share);
+        }
+        row[o] = __float2bfloat16(value);
       }
-      row[o] = __float2bfloat16(value);
     }
 #pragma unroll
-    for (int k = 0; k < kSums; ++k)
-      sums[r * kSums + k] = v[k];
+    for (int k = 0; k < kSums; ++k) {
+      const double x = warp_sum(v[k]);
+      if ((r & 31) == 0)
+        warp_sums[r / 32][k] = x;
+    }
   }
   __syncthreads();
+  __shared__ double chunk_sums[kSums];
   if (threadIdx.x < kSums) {
-    // Four running sums (padded rows hold zeros), added in a fixed order.
-    double total[4] = {};
-    for (int r = 0; r < rows; r += 4) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-        total[u] += sums[(r + u) * kSums + threadIdx.x];
-    }
+    double total = 0.0;
+    for (int w = 0; w < (rows + 31) / 32; ++w)
+      total += warp_sums[w][threadIdx.x];
+    chunk_sums[threadIdx.x] = total;
     p.partial_sums[(static_cast<std::size_t>(m) * p.chunks + c) * kSums + threadIdx.x] =
-        (total[0] + total[1]) + (total[2] + total[3]);
+        chunk_sums[threadIdx.x];
   }
 
-  // 4. Down the layers: dW_l = act[l]^T dOut_l, db_l = dOut_l's column sums (the head's come
-  // from the sums above), dOut_{l-1} = (dOut_l W_l^T) where act[l] > 0; over the s rows.
+  // 4. Down the layers: dW_l = act[l]^T dOut_l, db_l = dOut_l's column sums (the head's from
+  // the chunk's sums of d loss / d Q, once the head's phase has passed its barrier),
+  // dOut_{l-1} = (dOut_l W_l^T) where act[l] > 0; over the s rows.
   float* const parts = p.partials + (static_cast<std::size_t>(m) * p.chunks + c) * p.part_stride;
   backward_layer<W, kHeadPad, W, true, false>(p, smem, head, rows, 0, parts);
+  if (const int o = threadIdx.x; o < width)
+    parts[s.bias[head] + o] = head_bias_gradient(chunk_sums + 3, o, width, s.dueling);
   int now = 1;
   for (int l = head - 1; l >= 1; --l, now = 1 - now)
     backward_layer<W, W, W, false, false>(p, smem, l, rows, now, parts);
@@ -736,6 +786,7 @@ __global__ void __launch_bounds__(kThreads, 1) loss_kernel(const __grid_constant
 constexpr int kLearnThreads = 256;
 constexpr int kLearnValues = 4;
 constexpr int kLearnBlocks = 2;
+constexpr int kLearnGroup = kLearnThreads / 32;  // units a block sums and steps between barriers
 
 struct LearnParams {
   Shape shape;
@@ -751,157 +802,181 @@ struct LearnParams {
   Update update;
 };
 
-// Member m's gradient at the head's bias o: from the chunks' sums of d loss / d Q, through a
-// dueling head's combination.
-__device__ float head_bias_gradient(const LearnParams& p, int m, int o) {
-  const Shape& s = p.shape;
-  const double* const sums = p.partial_sums + static_cast<std::size_t>(m) * p.chunks * kSums;
-  const int width = s.outputs[s.hidden], actions = s.dueling ? width - 1 : width;
-  double dq[kMaxHead] = {};
-  for (int a = 0; a < actions; ++a) {
-    // Unrolled, so that several chunks' loads are in flight at once (the sum's order stays the
-    // chunks'), here and in the loops over chunks and blocks below.
-#pragma unroll 8
-    for (int c = 0; c < p.chunks; ++c)
-      dq[a] += sums[c * kSums + 3 + a];
-  }
-  if (!s.dueling)
-    return static_cast<float>(dq[o]);
-  double all = 0.0;
-  for (int a = 0; a < actions; ++a)
-    all += dq[a];
-  return static_cast<float>(o == 0 ? all : dq[o - 1] - all / static_cast<double>(actions));
+// A 128-byte line into L2 (a hint: nothing waits for it).
+__device__ __forceinline__ void prefetch_line(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
-// The sum of x over the block, in a fixed order (each warp's by halves, then the warps' in
-// turn), at thread 0.
-__device__ double block_sum(double x, double (&warps)[kLearnThreads / 32]) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    x += __shfl_down_sync(0xffffffffu, x, offset);
-  if ((threadIdx.x & 31) == 0)
-    warps[threadIdx.x / 32] = x;
-  __syncthreads();
-  double sum = 0.0;
-  if (threadIdx.x == 0) {
-    for (int w = 0; w < kLearnThreads / 32; ++w)
-      sum += warps[w];
+// A unit's values: thread t's v-th is parameter first + v step of its member (first = j
+// kLearnThreads + t for the unit's block j, step = blocks kLearnThreads).
+struct UnitValues {
+  float g[kLearnValues], m[kLearnValues], v[kLearnValues], w[kLearnValues];
+};
+
+// Member m's Adam state at this thread's values from first (not beyond n), into x (not g).
+__device__ __forceinline__ void load_state(const Update& u, int m, int first, int step, int n,
+                                           UnitValues& x) {
+  const std::size_t at0 = static_cast<std::size_t>(m) * u.stride;
+#pragma unroll
+  for (int v = 0; v < kLearnValues; ++v) {
+    const int at = first + v * step;
+    if (at < n) {
+      x.m[v] = u.m[at0 + at];
+      x.v[v] = u.v[at0 + at];
+      x.w[v] = u.parameters[at0 + at];
+    }
   }
-  __syncthreads();
-  return sum;
 }
 
-// Units (member, block) gridDim.x apart. First every unit's gradient values (the chunks' parts
-// added in order) and their squares' sum, and each member's loss sums and counters before the
-// step; once the whole grid has, each unit's Adam step of its values, from the member's squared
-// norm added over its blocks in order (every unit of a member adds the same sums; its first
-// writes the counters).
+// Units (member, block) gridDim.x apart, a block's taken kLearnGroup at a time. First every
+// unit's gradient values (the chunks' parts added in order), each warp's sum of their squares
+// in a fixed order and, once the group's units are done, each unit's sum of its warps' in
+// order; a member's first unit also adds its loss sums and keeps its counters before the step.
+// The block's first unit keeps its gradient and loads its Adam state before the grid-wide
+// barrier; the others' state is asked into L2. After the barrier, a warp for each unit of a
+// group works out its member's factors from the member's blocks' sums (each lane's in order,
+// then the lanes' by halves: every unit of a member adds the same sums alike, and its first
+// writes the counters); then each unit's Adam step of its values.
 __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
     learn_kernel(const LearnParams p) {
-  __shared__ double warps[kLearnThreads / 32];
-  __shared__ nn::AdamStepFactors shared_factors;
+  constexpr int warps = kLearnThreads / 32;
+  __shared__ double squares[kLearnGroup][warps];
+  __shared__ nn::AdamStepFactors factors[kLearnGroup];
   const Update& u = p.update;
-  const Shape& s = p.shape;
-  const int n = static_cast<int>(s.size), t = static_cast<int>(threadIdx.x);
-  const int head_bias = static_cast<int>(s.bias[s.hidden]);
-  const int units = p.members * p.blocks;
+  const int n = static_cast<int>(p.shape.size), t = static_cast<int>(threadIdx.x);
+  const int lane = t & 31, warp = t >> 5;
+  const int units = p.members * p.blocks, grid = static_cast<int>(gridDim.x);
   const int step = p.blocks * kLearnThreads;
-  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int m = unit / p.blocks, j = unit % p.blocks;
-    const int first = j * kLearnThreads + t;
-    const float* const parts = p.partials + static_cast<std::size_t>(m) * p.chunks * p.part_stride;
-    float g[kLearnValues] = {};
+  UnitValues kept;  // the block's first unit's
+  for (int group = blockIdx.x; group < units; group += kLearnGroup * grid) {
+#pragma unroll 1
+    for (int i = 0; i < kLearnGroup; ++i) {
+      const int unit = group + i * grid;
+      if (unit >= units)
+        break;
+      const int m = unit / p.blocks, j = unit % p.blocks, first = j * kLearnThreads + t;
+      const float* const parts =
+          p.partials + static_cast<std::size_t>(m) * p.chunks * p.part_stride;
+      float g[kLearnValues] = {};
 #pragma unroll 4
-    for (int c = 0; c < p.chunks; ++c) {
-      const float* const part = parts + static_cast<std::size_t>(c) * p.part_stride;
+      for (int c = 0; c < p.chunks; ++c) {
+        const float* const part = parts + static_cast<std::size_t>(c) * p.part_stride;
+#pragma unroll
+        for (int v = 0; v < kLearnValues; ++v) {
+          const int at = first + v * step;
+          if (at < n)
+            g[v] += part[at];
+        }
+      }
+      float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
+      double x = 0.0;
 #pragma unroll
       for (int v = 0; v < kLearnValues; ++v) {
         const int at = first + v * step;
-        if (at < head_bias)
-          g[v] += part[at];
-      }
-    }
-    float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
-    double squares = 0.0;
-#pragma unroll
-    for (int v = 0; v < kLearnValues; ++v) {
-      const int at = first + v * step;
-      if (at < n) {
-        if (at >= head_bias)
-          g[v] = head_bias_gradient(p, m, at - head_bias);
-        grads[at] = g[v];
-        squares += static_cast<double>(g[v]) * g[v];
-      }
-    }
-    const double sum = block_sum(squares, warps);
-    if (t == 0) {
-      p.norms[unit] = sum;
-      if (j == 0) {
-        p.before[m] = u.counters[m];
-        const double* const sums = p.partial_sums + static_cast<std::size_t>(m) * p.chunks * kSums;
-        double total[3] = {};
-#pragma unroll 8
-        for (int c = 0; c < p.chunks; ++c) {
-          for (int k = 0; k < 3; ++k)
-            total[k] += sums[c * kSums + k];
+        if (at < n) {
+          grads[at] = g[v];
+          x += static_cast<double>(g[v]) * g[v];
         }
-        p.sums[3 * m] = total[0];
-        p.sums[3 * m + 1] = total[1];
-        p.sums[3 * m + 2] = total[2] == 0.0 ? 1.0 : 0.0;
-        p.totals[3 * m] += total[0];
-        p.totals[3 * m + 1] += total[1];
-        p.totals[3 * m + 2] += 1.0;
+      }
+      x = warp_sum(x);
+      if (lane == 0)
+        squares[i][warp] = x;
+      if (unit == static_cast<int>(blockIdx.x)) {
+#pragma unroll
+        for (int v = 0; v < kLearnValues; ++v)
+          kept.g[v] = g[v];
+        load_state(u, m, first, step, n, kept);
+      } else if (lane < 3 * kLearnValues) {
+        // Lane 4 a + v asks for line v of array a (the warp's 32 values of each are a line).
+        const int v = lane % kLearnValues, at = first - lane + v * step;
+        const float* const array = lane < kLearnValues       ? u.m
+                                   : lane < 2 * kLearnValues ? u.v
+                                                             : u.parameters;
+        if (at < n)
+          prefetch_line(array + static_cast<std::size_t>(m) * u.stride + at);
+      }
+      if (j == 0 && warp == warps - 1 && lane <= 3) {
+        if (lane == 3) {
+          p.before[m] = u.counters[m];
+        } else {
+          // The member's loss, Q and non-finite count, its chunks' in order.
+          const double* const sums =
+              p.partial_sums + static_cast<std::size_t>(m) * p.chunks * kSums + lane;
+          double total = 0.0;
+#pragma unroll 8
+          for (int c = 0; c < p.chunks; ++c)
+            total += sums[c * kSums];
+          p.sums[3 * m + lane] = lane == 2 ? (total == 0.0 ? 1.0 : 0.0) : total;
+          p.totals[3 * m + lane] += lane == 2 ? 1.0 : total;
+        }
       }
     }
+    __syncthreads();
+    if (t < kLearnGroup && group + t * grid < units) {
+      double sum = 0.0;
+      for (int w = 0; w < warps; ++w)
+        sum += squares[t][w];
+      p.norms[group + t * grid] = sum;
+    }
+    __syncthreads();
   }
   cooperative_groups::this_grid().sync();
-  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int m = unit / p.blocks, j = unit % p.blocks;
-    if (u.active != nullptr && u.active[m] == 0)
-      continue;  // a stopped member: nothing changes
-    const nn::AdamSettings settings = u.settings[m];
-    if (t == 0) {
-      double squared = 0.0;
-#pragma unroll 8
-      for (int b = 0; b < p.blocks; ++b)
-        squared += p.norms[static_cast<std::size_t>(m) * p.blocks + b];
-      nn::AdamCounters counters = p.before[m];
-      shared_factors = nn::step_factors(settings, counters, squared);
-      if (j == 0)
-        u.counters[m] = counters;
-    }
-    __syncthreads();
-    const nn::AdamStepFactors f = shared_factors;
-    __syncthreads();
-    if (f.apply == 0)
-      continue;  // a gradient not finite: the step is skipped
-    const float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
-    const int first = j * kLearnThreads + t;
-    float* const m_first = u.m + static_cast<std::size_t>(m) * u.stride;
-    float* const v_first = u.v + static_cast<std::size_t>(m) * u.stride;
-    float* const p_first = u.parameters + static_cast<std::size_t>(m) * u.stride;
-    bf16* const w_first = u.working + static_cast<std::size_t>(m) * u.stride;
-    float g[kLearnValues], m1[kLearnValues], m2[kLearnValues], w[kLearnValues];
-#pragma unroll
-    for (int v = 0; v < kLearnValues; ++v) {
-      const int at = first + v * step;
-      if (at < n) {
-        g[v] = grads[at];
-        m1[v] = m_first[at];
-        m2[v] = v_first[at];
-        w[v] = p_first[at];
+  for (int group = blockIdx.x; group < units; group += kLearnGroup * grid) {
+    if (const int unit = group + warp * grid; warp < kLearnGroup && unit < units) {
+      const int m = unit / p.blocks;
+      double x = 0.0;
+      for (int b = lane; b < p.blocks; b += 32)
+        x += p.norms[static_cast<std::size_t>(m) * p.blocks + b];
+      x = warp_sum(x);
+      if (lane == 0) {
+        nn::AdamStepFactors f{};  // apply 0: a stopped member stays as it is
+        if (u.active == nullptr || u.active[m] != 0) {
+          nn::AdamCounters counters = p.before[m];
+          f = nn::step_factors(u.settings[m], counters, x);
+          if (unit % p.blocks == 0)
+            u.counters[m] = counters;
+        }
+        factors[warp] = f;
       }
     }
+    __syncthreads();
+#pragma unroll 1
+    for (int i = 0; i < kLearnGroup; ++i) {
+      const int unit = group + i * grid;
+      if (unit >= units)
+        break;
+      const nn::AdamStepFactors f = factors[i];
+      if (f.apply == 0)
+        continue;  // a stopped member, or a gradient not finite: the step is skipped
+      const int m = unit / p.blocks, first = (unit % p.blocks) * kLearnThreads + t;
+      const nn::AdamSettings settings = u.settings[m];
+      UnitValues x;
+      if (unit == static_cast<int>(blockIdx.x)) {
+        x = kept;
+      } else {
+        const float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
 #pragma unroll
-    for (int v = 0; v < kLearnValues; ++v) {
-      const int at = first + v * step;
-      if (at < n) {
-        const float value = nn::updated(settings, f, g[v], m1[v], m2[v], w[v]);
-        m_first[at] = m1[v];
-        v_first[at] = m2[v];
-        p_first[at] = value;
-        store(w_first[at], value);
+        for (int v = 0; v < kLearnValues; ++v) {
+          const int at = first + v * step;
+          if (at < n)
+            x.g[v] = grads[at];
+        }
+        load_state(u, m, first, step, n, x);
+      }
+      const std::size_t at0 = static_cast<std::size_t>(m) * u.stride;
+#pragma unroll
+      for (int v = 0; v < kLearnValues; ++v) {
+        const int at = first + v * step;
+        if (at < n) {
+          const float value = nn::updated(settings, f, x.g[v], x.m[v], x.v[v], x.w[v]);
+          u.m[at0 + at] = x.m[v];
+          u.v[at0 + at] = x.v[v];
+          u.parameters[at0 + at] = value;
+          store(u.working[at0 + at], value);
+        }
       }
     }
+    __syncthreads();  // the group's factors are read before the next group's
   }
 }
 
@@ -960,16 +1035,21 @@ Kernel loss_kernel_for(const Shape& shape) {
   return kernels[index(g.in)][index(g.width)];
 }
 
+// The dynamic shared memory a block of the first kernel for shape's widths may take: the device's
+// most for a block less the kernel's static shared memory.
+std::size_t dynamic_shared_limit(const Shape& shape) {
+  cudaFuncAttributes attributes{};
+  DQNTRADER_CUDA(cudaFuncGetAttributes(&attributes, loss_kernel_for(shape)));
+  return static_cast<std::size_t>(shared_limit()) - attributes.sharedSizeBytes;
+}
+
 // The first kernel as compiled for shape's widths, allowed the most dynamic shared memory the
 // device gives a block (not a Step's own need: a smaller bound would refuse the larger chunks of
 // another Step of the same widths).
 Kernel first_kernel(const Shape& shape) {
   const Kernel kernel = loss_kernel_for(shape);
-  cudaFuncAttributes attributes{};
-  DQNTRADER_CUDA(cudaFuncGetAttributes(&attributes, kernel));
-  DQNTRADER_CUDA(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           shared_limit() - static_cast<int>(attributes.sharedSizeBytes)));
+  DQNTRADER_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(dynamic_shared_limit(shape))));
   return kernel;
 }
 
@@ -979,13 +1059,25 @@ struct Chunking {
   int rows = 0, sets = 0, environment_rows = 0, chunks = 0;
 };
 
-// The most samples a chunk takes (fewer chunks: fewer parts to add) while the chunks of every
-// member still fill three quarters of the multiprocessors, both weight sets where they fit
-// beside the chunk, and a pass's environments' rows as many as fit (up to the chunk's share).
+// The blocks of the first kernel for shape's widths with `shared` bytes of dynamic shared memory
+// that the device runs at once.
+std::size_t resident_blocks(const Shape& shape, std::size_t shared) {
+  int resident = 0;
+  DQNTRADER_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, first_kernel(shape),
+                                                               kThreads, shared));
+  return static_cast<std::size_t>(std::max(resident, 1)) *
+         static_cast<std::size_t>(multiprocessors());
+}
+
+// The chunk sizes whose blocks fit (both weight sets where they fit beside the chunk, a pass's
+// environments' rows as many as fit, up to the chunk's share), largest first; of them the
+// largest (fewer chunks: fewer parts to add) whose blocks fill three quarters of the
+// multiprocessors in one wave; else the smallest whose blocks run in one wave; else the
+// largest (the fewest waves).
 Chunking chunking(const Shape& shape, std::size_t members, std::size_t batch,
                   std::size_t environments) {
   const std::size_t fill = static_cast<std::size_t>(multiprocessors()) * 3 / 4;
-  const std::size_t limit = static_cast<std::size_t>(shared_limit());
+  const std::size_t limit = dynamic_shared_limit(shape);
   auto environment_rows = [&](int rows, int sets) {
     const std::size_t chunks = (batch + rows - 1) / rows;
     const int share = static_cast<int>((environments + chunks - 1) / chunks);
@@ -995,20 +1087,30 @@ Chunking chunking(const Shape& shape, std::size_t members, std::size_t batch,
     }
     return smem_layout(shape, rows, 16, sets).bytes <= limit ? 16 : 0;
   };
-  Chunking c;
-  for (int rows : {128, 64, 32, 16}) {
+  Chunking fits[4];
+  int count = 0;
+  for (int rows : {kMaxRows, 64, 32, 16}) {
     for (int sets : {2, 1}) {
-      const std::size_t chunks = (batch + rows - 1) / rows;
-      const int e = environment_rows(rows, sets);
-      if (c.rows == 0 && e > 0 && (members * chunks >= fill || rows == 16)) {
-        c.rows = rows;
-        c.sets = sets;
-        c.environment_rows = e;
+      if (const int e = environment_rows(rows, sets); e > 0) {
+        fits[count++] = Chunking{rows, sets, e, static_cast<int>((batch + rows - 1) / rows)};
+        break;
       }
     }
   }
-  c.chunks = static_cast<int>((batch + c.rows - 1) / c.rows);
-  return c;
+  auto blocks = [&](const Chunking& c) { return members * static_cast<std::size_t>(c.chunks); };
+  auto one_wave = [&](const Chunking& c) {
+    return blocks(c) <=
+           resident_blocks(shape, smem_layout(shape, c.rows, c.environment_rows, c.sets).bytes);
+  };
+  for (int i = 0; i < count; ++i) {
+    if (blocks(fits[i]) >= fill && one_wave(fits[i]))
+      return fits[i];
+  }
+  for (int i = count - 1; i >= 0; --i) {
+    if (one_wave(fits[i]))
+      return fits[i];
+  }
+  return fits[0];
 }
 
 }  // namespace
@@ -1021,7 +1123,7 @@ bool takes(const Shape& shape) {
       return false;
   }
   return shape.outputs[shape.hidden] <= kMaxHead &&
-         smem_layout(shape, 16, 16, 1).bytes <= static_cast<std::size_t>(shared_limit());
+         smem_layout(shape, 16, 16, 1).bytes <= dynamic_shared_limit(shape);
 }
 
 std::size_t waves(const Shape& shape, std::size_t members, std::size_t batch,
@@ -1029,12 +1131,8 @@ std::size_t waves(const Shape& shape, std::size_t members, std::size_t batch,
   if (!takes(shape))
     throw InputError("fused step: a network of this shape is not one it takes");
   const Chunking c = chunking(shape, members, batch, environments);
-  const std::size_t shared = smem_layout(shape, c.rows, c.environment_rows, c.sets).bytes;
-  int resident = 0;
-  DQNTRADER_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, first_kernel(shape),
-                                                               kThreads, shared));
   const std::size_t at_once =
-      static_cast<std::size_t>(std::max(resident, 1)) * static_cast<std::size_t>(multiprocessors());
+      resident_blocks(shape, smem_layout(shape, c.rows, c.environment_rows, c.sets).bytes);
   return (members * static_cast<std::size_t>(c.chunks) + at_once - 1) / at_once;
 }
 
