@@ -11,7 +11,7 @@ scripts/build.sh
 out=out/demo
 mkdir -p "$out"
 dqn=build/openmp/dqntrader
-"$dqn" train --seed 1 --out "$out/run"
+"$dqn" train --seed 1 --force --out "$out/run"  # --force: a second demo starts the run again
 # The market train used (its size is in the run's config.json) and the validation window
 # (in final_metrics.json).
 read -r bars first last < <(python3 -c '

@@ -1,16 +1,23 @@
 // The dqntrader command as a user runs it: exit codes, messages, and no output files left
 // behind on failure.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -361,6 +368,205 @@ TEST_F(Cli, AnUnwritableOutputIsARuntimeFailure) {
                        path("no/such/dir/m.json"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("cannot create"), std::string::npos) << r.err;
+}
+
+// An output path is written as what it is: a symbolic link's target is replaced atomically
+// (the link stays a link), a character device behind a link is written through (it stays
+// that device: the link here points at the system's null device, which is never replaced), a
+// FIFO is written through to its reader; a directory or a socket exits 2 naming the option,
+// with nothing written.
+TEST_F(Cli, OutputsAreWrittenAsWhatTheirPathsAre) {
+  ASSERT_EQ(run("synth --bars 300 --seed 2 --out " + path("b.csv")).code, 0);
+  const std::string backtest = "backtest --data " + path("b.csv") + " --policy buy-and-hold ";
+  const Result plain = run(backtest + "--returns " + path("plain.csv"));
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const std::string expected = testing::slurp(path("plain.csv"));
+  ASSERT_FALSE(expected.empty());
+
+  fs::create_symlink("target.csv", path("link.csv"));
+  ASSERT_EQ(run(backtest + "--returns " + path("link.csv")).code, 0);
+  EXPECT_TRUE(fs::is_symlink(path("link.csv")));
+  EXPECT_EQ(testing::slurp(path("target.csv")), expected);
+
+  fs::create_symlink("/dev/null", path("null"));
+  const Result null = run(backtest + "--returns " + path("null") + " --json " + path("null"));
+  ASSERT_EQ(null.code, 0) << null.err;
+  EXPECT_TRUE(fs::is_symlink(path("null")));
+  EXPECT_TRUE(fs::is_character_file(path("null")));  // the link still ends at a device
+
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  const Result fifo = run(backtest + "--returns " + path("fifo"),
+                          "(cat " + path("fifo") + " >" + path("from-fifo.csv") + " &);");
+  ASSERT_EQ(fifo.code, 0) << fifo.err;
+  for (int i = 0; i < 500 && testing::slurp(path("from-fifo.csv")) != expected; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(testing::slurp(path("from-fifo.csv")), expected);
+  EXPECT_EQ(fs::status(path("fifo")).type(), fs::file_type::fifo);
+
+  fs::create_directories(path("dir"));
+  const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string socket_path = path("socket");
+  ASSERT_LT(socket_path.size(), sizeof address.sun_path);
+  std::strcpy(address.sun_path, socket_path.c_str());
+  ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  for (const auto& [option, what] :
+       {std::pair<std::string, std::string>{"--returns", "dir"}, {"--json", "socket"}}) {
+    const Result r = run(backtest + option + " " + path(what));
+    EXPECT_EQ(r.code, 2) << option << " " << what;
+    EXPECT_NE(
+        r.err.find(option + " " + path(what) + " is a " + (what == "dir" ? "directory" : "socket")),
+        std::string::npos)
+        << r.err;
+  }
+  ::close(s);
+  EXPECT_TRUE(fs::is_empty(path("dir")));
+  const Result report_dir = run("synth --bars 300 --out " + path("dir"));
+  EXPECT_EQ(report_dir.code, 2);
+  EXPECT_NE(report_dir.err.find("--out " + path("dir") + " is a directory"), std::string::npos)
+      << report_dir.err;
+}
+
+// With an output on standard output (-), standard output holds the data alone: the JSON
+// parses whole, the CSV starts with its header; the table goes to standard error.
+TEST_F(Cli, AnOutputOnStandardOutputIsTheDataAlone) {
+  ASSERT_EQ(run("synth --bars 300 --seed 2 --out " + path("b.csv")).code, 0);
+  const std::string backtest = "backtest --data " + path("b.csv") + " --policy buy-and-hold ";
+  const Result json = run(backtest + "--json -");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out).size(), 1u);
+  EXPECT_NE(json.err.find("sharpe"), std::string::npos) << json.err;
+  const Result csv = run(backtest + "--returns -");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(csv.out.rfind("window,bar,timestamp,buy-and-hold:position,", 0), 0u) << csv.out;
+  const Result both = run(backtest + "--returns - --json -");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("would both write to standard output"), std::string::npos) << both.err;
+}
+
+// Returns that are all equal do not vary: a flat policy beside a risk-free rate has volatility
+// 0 and no Sharpe ratio (not the rounding of r - rf blown up to -1e14), and the returns file
+// writes its zeros as 0, never -0.
+TEST_F(Cli, ConstantReturnsHaveNoVolatilityAndNoSharpeRatio) {
+  ASSERT_EQ(run("synth --bars 400 --seed 5 --out " + path("b.csv")).code, 0);
+  const Result r =
+      run("backtest --data " + path("b.csv") + " --policy flat --risk-free 0.0001 --json " +
+          path("m.json") + " --returns " + path("r.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json m = json_file(path("m.json"))[0]["metrics"];
+  EXPECT_EQ(m["annual_volatility"], 0.0);
+  EXPECT_TRUE(m["sharpe"].is_null()) << m.dump();
+  const std::string csv = testing::slurp(path("r.csv"));
+  EXPECT_EQ(csv.find(",-0,"), std::string::npos);
+  EXPECT_EQ(csv.find(",-0\n"), std::string::npos);
+}
+
+// A directory given where a file is read exits 2 naming the option and the path (not a
+// stream library's message).
+TEST_F(Cli, ADirectoryGivenAsAFileExitsTwoNamingTheOption) {
+  ASSERT_EQ(run("synth --bars 300 --seed 2 --out " + path("b.csv")).code, 0);
+  fs::create_directories(path("dir"));
+  const std::string dir = path("dir");
+  const std::pair<std::string, std::string> cases[] = {
+      {"backtest --policy flat --data " + dir, "--data " + dir + " is a directory"},
+      {"backtest --data " + path("b.csv") + " --weights " + dir,
+       "--weights " + dir + " is a directory"},
+      {"train --epochs 1 --out " + path("run") + " --data " + dir,
+       "--data " + dir + " is a directory"},
+      {"train --epochs 1 --out " + path("run") + " --data " + path("b.csv") + " --val-data " + dir,
+       "--val-data " + dir + " is a directory"},
+      {"train --epochs 1 --out " + path("run") + " --config " + dir, dir + ": is a directory"},
+      {"cache --data " + dir + " --out " + path("c.dqnbars"), "--data " + dir + " is a directory"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    SCOPED_TRACE(arguments);
+    const Result r = run(arguments);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("basic_filebuf"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(path("run")));
+  }
+}
+
+// Numbers past what an option holds exit 2 echoing what was typed (never clamped to 2^64 - 1,
+// never a limit printed as 1.79e308); a --config value out of the range of a double or a list
+// where one number belongs exits 2 naming the file and the key.
+TEST_F(Cli, NumbersOutOfRangeExitTwoEchoingWhatWasTyped) {
+  ASSERT_EQ(run("synth --bars 300 --seed 2 --out " + path("b.csv")).code, 0);
+  const Result windows = run("backtest --data " + path("b.csv") + " --policy flat --windows 0");
+  EXPECT_EQ(windows.code, 2);
+  EXPECT_NE(windows.err.find("--windows: '0' is below 1"), std::string::npos) << windows.err;
+  EXPECT_EQ(windows.err.find("1.79"), std::string::npos) << windows.err;
+  const Result epochs = run("train --epochs 18446744073709551616 --out " + path("run"));
+  EXPECT_EQ(epochs.code, 2);
+  EXPECT_NE(epochs.err.find("'18446744073709551616' is out of the range"), std::string::npos)
+      << epochs.err;
+  const Result threads = run("--threads 99999999999999999999 info");
+  EXPECT_EQ(threads.code, 2);
+  EXPECT_NE(threads.err.find("'99999999999999999999' is larger than"), std::string::npos)
+      << threads.err;
+  std::ofstream(path("overflow.json")) << "{\"epochs\": 2, \"learning-rate\": 1e999}";
+  const Result overflow = run("train --config " + path("overflow.json") + " --out " + path("run"));
+  EXPECT_EQ(overflow.code, 2);
+  EXPECT_NE(overflow.err.find(path("overflow.json") + ": key 'learning-rate': the number '1e999'"),
+            std::string::npos)
+      << overflow.err;
+  std::ofstream(path("list.json")) << "{\"gamma\": [0.2]}";
+  const Result list = run("train --config " + path("list.json") + " --out " + path("run"));
+  EXPECT_EQ(list.code, 2);
+  EXPECT_NE(list.err.find(path("list.json") + ": setting gamma: expected a number, not [0.2]"),
+            std::string::npos)
+      << list.err;
+  EXPECT_FALSE(fs::exists(path("run")));
+}
+
+// A test fraction that leaves too few bars says how many it left of how many, and why.
+TEST_F(Cli, ATestFractionThatLeavesTooFewBarsSaysSo) {
+  ASSERT_EQ(run("synth --bars 3000 --seed 2 --out " + path("b.csv")).code, 0);
+  const Result r =
+      run("train --data " + path("b.csv") + " --test-fraction 0.994 --out " + path("run"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("test-fraction 0.994 holds out the last 2982 bars of the 3000 bars in " +
+                       path("b.csv") + " for the test window, leaving 18 bars"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(path("run")));
+}
+
+// A run directory holds one run: training into it again needs --resume, or --force, which
+// removes the old run's files first (its last checkpoints too); a sweep's directory and a
+// run's are not each other's.
+TEST_F(Cli, AnOutputDirectoryHoldsOneRun) {
+  const std::string train =
+      "train --synth-bars 2500 --steps-per-epoch 20 --learning-starts 256 --hidden 8 ";
+  ASSERT_EQ(run(train + "--epochs 2 --out " + path("run")).code, 0);
+  const std::string metrics = testing::slurp(path("run/metrics.jsonl"));
+  const Result again = run(train + "--epochs 1 --out " + path("run"));
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.err.find("holds a training run already: continue it with --resume"),
+            std::string::npos)
+      << again.err;
+  EXPECT_EQ(testing::slurp(path("run/metrics.jsonl")), metrics);
+  const Result forced = run(train + "--epochs 1 --force --out " + path("run"));
+  ASSERT_EQ(forced.code, 0) << forced.err;
+  EXPECT_EQ(testing::jsonl_records(path("run/metrics.jsonl")).size(), 1u);
+  EXPECT_FALSE(fs::exists(path("run/checkpoint-2.dqnckpt")));
+  EXPECT_TRUE(fs::exists(path("run/checkpoint-1.dqnckpt")));
+  ASSERT_EQ(run("synth --bars 2500 --seed 1 --out " + path("b.dqnbars")).code, 0);
+  const Result sweep = run("sweep --data " + path("b.dqnbars") + " --out " + path("run") +
+                           " --seeds 1,2 --epochs 1");
+  EXPECT_EQ(sweep.code, 2);
+  EXPECT_NE(sweep.err.find("holds a training run; a sweep needs a directory of its own"),
+            std::string::npos)
+      << sweep.err;
+  EXPECT_FALSE(fs::exists(path("run/sweep.json")));
+  fs::create_directories(path("sweep"));
+  std::ofstream(path("sweep/sweep.json")) << "{}";
+  const Result into_sweep = run(train + "--epochs 1 --force --out " + path("sweep"));
+  EXPECT_EQ(into_sweep.code, 2);
+  EXPECT_NE(into_sweep.err.find("holds a sweep"), std::string::npos) << into_sweep.err;
 }
 
 TEST_F(Cli, SynthWritesTheBinaryCacheToo) {

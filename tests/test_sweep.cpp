@@ -361,6 +361,19 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
       {"--random 2", "--random 2: the draws are of the --set settings, and none is given"},
       {"--set hidden=64//64", "an empty item in the list value '64//64'"},
       {"--set hidden=64/", "an empty item in the list value '64/'"},
+      {"--set gamma=0.9,9e-1", "--set gamma: values 0.9 and 9e-1 are the same gamma (0.9)"},
+      {"--set hidden=16/16,16/16", "--set hidden: values 16/16 and 16/16 are the same hidden"},
+      {"--random 3 --set gamma=0.9", "--random 3: draws 1 and 2 are the same settings"},
+      // Numbers past 2^64 - 1 are refused as typed, never clamped.
+      {"--pbt-interval 99999999999999999999 --schedule pbt --seeds 1-2",
+       "--pbt-interval: '99999999999999999999' is larger than the largest whole number"},
+      {"--halving-interval 18446744073709551616 --schedule halving --seeds 1-2",
+       "'18446744073709551616' is larger"},
+      // A schedule that would never decide in the epochs given.
+      {"--schedule pbt --seeds 1-2",
+       "--schedule pbt: --pbt-interval 1 and --pbt-burn-in 0 in runs of 1 epoch never decide"},
+      {"--schedule halving --halving-interval 1 --seeds 1-2",
+       "--schedule halving: --halving-interval 1 in runs of 1 epoch never decide"},
   };
   for (const auto& [arguments, message] : cases) {
     SCOPED_TRACE(arguments);
@@ -396,6 +409,50 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
   EXPECT_EQ(negative.code, 2);
   EXPECT_NE(negative.err.find("\"random\""), std::string::npos) << negative.err;
   EXPECT_FALSE(fs::exists(m_dir / "bad"));
+}
+
+// A member its fault budget stopped has no result to rank: it comes after every member that
+// did not fail, whatever its Sharpe ratio before it failed, its combination does not count it
+// as finished, and the last lines mark it. The selection's deflated Sharpe ratio stands where
+// the validation window is too short for PBO's blocks. A sweep in which every member failed
+// exits non-zero saying so.
+TEST_F(Sweep, FailedMembersRankLastAndASweepWithNoneFinishedFails) {
+  // Twins per seed: the same run until epoch 2, where one has every price poisoned.
+  const std::string base = "sweep --data " + path("bars.dqnbars") +
+                           " --epochs 3 --steps-per-epoch 30 --learning-starts 256 "
+                           "--environments 16 --batch-size 32 --replay-capacity 4096 "
+                           "--probe-batch 32 --hidden 8 --fault-budget 3 --seeds 1-2 ";
+  const Result r = run(base + "--out " + path("s") +
+                       " --set inject-fault=price@2,weight@99 --val-fraction 0.02 --pbo-blocks 24");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json board = json_file(m_dir / "s" / "leaderboard.json");
+  std::vector<std::string> statuses;
+  for (const nlohmann::json& m : board["members"])
+    statuses.push_back(m["status"].get<std::string>());
+  ASSERT_EQ(statuses.size(), 4u);
+  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), "failed"), 2);
+  EXPECT_TRUE(std::is_partitioned(statuses.begin(), statuses.end(), [](const std::string& s) {
+    return s != "failed";
+  })) << board["members"].dump();
+  for (const nlohmann::json& c : board["combinations"]) {
+    EXPECT_EQ(c["finished"], c["settings"]["inject-fault"] == "price@2" ? 0 : 2) << c.dump();
+  }
+  EXPECT_NE(r.err.find("(failed: ranked after every member that did not)"), std::string::npos)
+      << r.err;
+  const nlohmann::json& selection = board["selection"];
+  EXPECT_EQ(selection["trials"], 2);
+  EXPECT_TRUE(selection["pbo"].is_null()) << selection.dump();
+  EXPECT_NE(selection["pbo_note"].get<std::string>().find("too few for 24 blocks"),
+            std::string::npos);
+  EXPECT_TRUE(selection["expected_max_sharpe"].is_number()) << selection.dump();
+  EXPECT_TRUE(selection.contains("deflated_sharpe")) << selection.dump();
+  EXPECT_TRUE(selection["logit_histogram"].empty());
+
+  const Result none = run(base + "--out " + path("none") + " --set inject-fault=price@1,price@2");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("no member of the sweep finished: every one of its 4 members failed"),
+            std::string::npos)
+      << none.err;
 }
 
 // A population whose every checkpoint is damaged trains again from the start when the sweep

@@ -81,14 +81,15 @@ class TestWindow : public ::testing::Test {
     return r;
   }
 
-  // Every section of the checkpoint but the wall-clock seconds.
+  // Every section of the checkpoint but the wall-clock seconds and the fingerprint of the test
+  // window's bars (which binds a resume to them).
   static void expect_same_checkpoint(const fs::path& a_path, const fs::path& b_path) {
     const auto a = io::read_sections(a_path.string());
     const auto b = io::read_sections(b_path.string());
     ASSERT_EQ(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i) {
       EXPECT_EQ(a[i].name, b[i].name);
-      if (a[i].name != "timings.jsonl/0") {
+      if (a[i].name != "timings.jsonl/0" && a[i].name != "test_fingerprint") {
         EXPECT_EQ(a[i].bytes, b[i].bytes) << "section " << a[i].name;
       }
     }
@@ -167,6 +168,7 @@ TEST_F(TestWindow, ASeparateTestFileIsReadOnlyAtTheEnd) {
   data::SynthConfig synth;
   synth.bars = 1500;
   synth.seed = 21;
+  synth.start_ms += 6000 * synth.interval_ms;  // the day after the data's last bar
   data::write_bars_csv(test, data::generate_bars(synth));
   train::TrainConfig c = small(data, "a");
   c.test_data = test;
@@ -223,6 +225,71 @@ TEST_F(TestWindow, TheRecordIsWhatABacktestOfThePoliciesGivesAndResumingKeepsIt)
   resume.resume = true;
   run(c, nullptr, resume);
   EXPECT_EQ(slurp(dir / "final_metrics.json"), recorded);
+}
+
+// A test file that is not unseen is refused before anything is written, saying which of its
+// bars overlap: the training file itself, a file overlapping its end, a file dated earlier;
+// and --test-fraction is refused beside --test-data rather than silently ignored.
+TEST_F(TestWindow, ATestFileThatIsNotUnseenIsRefused) {
+  const std::string data = (m_dir / "bars.csv").string();
+  data::write_bars_csv(data, data::first_bars(spliced(6000, 7500, 12), 3000));
+  data::SynthConfig synth;
+  synth.bars = 800;
+  synth.seed = 23;
+  synth.start_ms += 2900 * synth.interval_ms;  // its first 100 bars are the data's last 100
+  data::write_bars_csv((m_dir / "overlapping.csv").string(), data::generate_bars(synth));
+  synth.start_ms -= 2000 * synth.interval_ms;
+  data::write_bars_csv((m_dir / "earlier.csv").string(), data::generate_bars(synth));
+  const std::pair<std::string, std::string> cases[] = {
+      {data, "its bars 0 .. 2999 (2000-01-03T00:00:00.000Z .. "},
+      {(m_dir / "overlapping.csv").string(), "its bars 0 .. 99 ("},
+      {(m_dir / "earlier.csv").string(), "its bars 0 .. 799 ("},
+  };
+  for (const auto& [file, message] : cases) {
+    SCOPED_TRACE(file);
+    ASSERT_EQ(cli("train --data " + data + " --test-data " + file + " --epochs 1 --out " +
+                  (m_dir / "run").string()),
+              2);
+    const std::string err = slurp(m_dir / "err.txt");
+    EXPECT_NE(err.find("--test-data " + file + ": " + message), std::string::npos) << err;
+    EXPECT_NE(err.find("are not after the bars training and validation see"), std::string::npos)
+        << err;
+    EXPECT_FALSE(fs::exists(m_dir / "run"));
+  }
+  synth.start_ms += 3000 * synth.interval_ms;  // after the data: accepted, but not with a fraction
+  data::write_bars_csv((m_dir / "later.csv").string(), data::generate_bars(synth));
+  ASSERT_EQ(cli("train --data " + data + " --test-data " + (m_dir / "later.csv").string() +
+                " --test-fraction 0.1 --epochs 1 --out " + (m_dir / "run").string()),
+            2);
+  EXPECT_NE(slurp(m_dir / "err.txt")
+                .find("--test-fraction cuts the test window off the data, "
+                      "and --test-data"),
+            std::string::npos)
+      << slurp(m_dir / "err.txt");
+  EXPECT_FALSE(fs::exists(m_dir / "run"));
+}
+
+// Resuming a run whose test window's bars changed is refused, naming the test window (the
+// training bars are the same): its final numbers would otherwise be rewritten from other bars.
+TEST_F(TestWindow, AResumeOnOtherTestBarsIsRefused) {
+  const std::string data = (m_dir / "bars.csv").string();
+  data::write_bars_csv(data, spliced(6000, 7500, 12));
+  train::TrainConfig c = small(data, "run");
+  c.epochs = 1;
+  run(c);
+  const std::string recorded = slurp(m_dir / "run" / "final_metrics.json");
+  data::write_bars_csv(data, spliced(6000, 7500, 13));  // the same first 6,000, another tail
+  train::ResumeOptions resume;
+  resume.resume = true;
+  try {
+    run(c, nullptr, resume);
+    ADD_FAILURE() << "resumed on other test bars";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the test window's data differ from the checkpoint's"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(slurp(m_dir / "run" / "final_metrics.json"), recorded);
 }
 
 TEST_F(TestWindow, ATooShortTestWindowIsRefusedBeforeTraining) {

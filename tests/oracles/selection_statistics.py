@@ -44,7 +44,8 @@ _NORMAL = NormalDist()
 # ----------------------------------------------------------------------------------------
 
 def sharpe(returns, axis=0):
-    """Per-bar Sharpe ratio mean(r) / std(r, ddof=1) along `axis`; 0 where std is exactly 0.
+    """Per-bar Sharpe ratio mean(r) / std(r, ddof=1) along `axis`; 0 where the returns do not
+    vary (all equal: their std computed in floating point may be rounding, not 0).
 
     Not annualised and not net of a risk-free rate, as used by Bailey and López de Prado
     (2014), "The Deflated Sharpe Ratio", Journal of Portfolio Management 40(5), and by
@@ -55,8 +56,9 @@ def sharpe(returns, axis=0):
     r = np.asarray(returns, dtype=np.float64)
     mean = r.mean(axis=axis)
     sd = r.std(axis=axis, ddof=1)
+    constant = np.ptp(r, axis=axis) == 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        sr = np.where(sd == 0.0, 0.0, mean / sd)
+        sr = np.where(constant | (sd == 0.0), 0.0, mean / sd)
     return float(sr) if np.ndim(sr) == 0 else sr
 
 
@@ -72,7 +74,7 @@ def skewness_kurtosis(returns):
     m2 = np.mean(d ** 2)
     m3 = np.mean(d ** 3)
     m4 = np.mean(d ** 4)
-    if not m2 > 0.0:
+    if not m2 > 0.0 or np.ptp(r) == 0.0:
         return math.nan, math.nan
     return float(m3 / m2 ** 1.5), float(m4 / m2 ** 2)
 

@@ -14,20 +14,11 @@
 #include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
-#include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/io/csv_field.hpp"
 #include "dqntrader/io/metrics_json.hpp"
 #include "dqntrader/io/policy_file.hpp"
 
 namespace dqntrader::cli {
-
-void write_output(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::cout << text;
-    return;
-  }
-  io::write_file_atomically(path, text);
-}
 
 namespace {
 
@@ -111,7 +102,7 @@ struct WeightPolicy {
 // The per-bar paths as CSV: a row per bar return of each window (the window's number, the bar
 // at whose close the return is realised and its time), per policy the position held over the
 // bar, the net return and the equity after it (E_0 = 1 at the window's first bar), every
-// number with 17 significant digits (it reads back as the same double).
+// number with 17 significant digits (it reads back as the same double; a zero is written "0").
 std::string returns_csv(const std::vector<std::string>& names,
                         const std::vector<eval::BarRange>& windows,
                         const std::vector<std::vector<eval::PathDetail>>& details,
@@ -124,7 +115,7 @@ std::string returns_csv(const std::vector<std::string>& names,
   out += "\n";
   char number[32];
   auto add = [&](double v) {
-    std::snprintf(number, sizeof number, "%.17g", v);
+    std::snprintf(number, sizeof number, "%.17g", v == 0.0 ? 0.0 : v);  // no "-0"
     out += ',';
     out += number;
   };
@@ -300,7 +291,7 @@ Command add_backtest(CLI::App& app) {
                 "split the window into this many consecutive walk-forward windows, each "
                 "starting flat, and print each")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1));
   c->add_option("--cost", options->config.cost, "fees plus slippage, a fraction of traded notional")
       ->capture_default_str();
   c->add_option("--bars-per-year", options->config.bars_per_year,
@@ -321,10 +312,21 @@ Command add_backtest(CLI::App& app) {
   c->add_option("--chunk-bars", options->config.chunk_bars,
                 "bars per network pass (bounds device memory)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1));
   command.run = [options](const ExecSpace& space) {
     if (options->weights.empty() && options->policies.empty())
       throw InputError("backtest needs at least one --weights FILE or --policy NAME");
+    check_input("--data", options->data);
+    for (const std::string& path : options->weights)
+      check_input("--weights", path);
+    if (!options->json.empty())
+      check_output("--json", options->json);
+    if (!options->returns.empty())
+      check_output("--returns", options->returns);
+    if (options->json == "-" && options->returns == "-")
+      throw InputError(
+          "--json - and --returns - would both write to standard output; send one "
+          "of them to a file");
     eval::BacktestConfig config = options->config;
     if (!options->precision.empty())
       config.precision = parse_precision(options->precision);
@@ -356,21 +358,22 @@ Command add_backtest(CLI::App& app) {
              data::format_iso8601_ms(bars.timestamp_ms[w.begin]) + " .. " +
              data::format_iso8601_ms(bars.timestamp_ms[w.end - 1]) + ")";
     };
+    // The table for a person: on standard output, unless the data go there.
+    std::ostream& table = options->json == "-" || options->returns == "-" ? std::cerr : std::cout;
     for (std::size_t k = 0; k < names.size(); ++k) {
-      std::cout << "policy  " << (k < files.weights.size() ? names[k] : "built-in " + names[k])
-                << "\n";
+      table << "policy  " << (k < files.weights.size() ? names[k] : "built-in " + names[k]) << "\n";
     }
-    std::cout << "data    " << options->data << ": "
-              << describe(eval::BarRange{windows.front().begin, windows.back().end}) << "\n"
-              << "costs   " << config.cost << " per unit traded; A = " << config.bars_per_year
-              << " bars per year; rf = " << config.risk_free << " per bar\n";
+    table << "data    " << options->data << ": "
+          << describe(eval::BarRange{windows.front().begin, windows.back().end}) << "\n"
+          << "costs   " << config.cost << " per unit traded; A = " << config.bars_per_year
+          << " bars per year; rf = " << config.risk_free << " per bar\n";
     nlohmann::json json = nlohmann::json::array();
     for (std::size_t w = 0; w < windows.size(); ++w) {
       if (windows.size() > 1) {
-        std::cout << "window " << w + 1 << " of " << windows.size() << ": " << describe(windows[w])
-                  << "\n";
+        table << "window " << w + 1 << " of " << windows.size() << ": " << describe(windows[w])
+              << "\n";
       }
-      std::cout << metrics_table(names, evaluated.metrics[w]);
+      table << metrics_table(names, evaluated.metrics[w]);
       for (std::size_t k = 0; k < names.size(); ++k) {
         json.push_back(
             {{"policy", names[k]},

@@ -33,6 +33,9 @@ Command add_report(CLI::App& app) {
                 "hold the same bars)");
   command.run = [options](const ExecSpace& space) {
     const std::string out = options->out.empty() ? options->run + "/report.html" : options->out;
+    check_output("--out", out);
+    if (!options->data.empty())
+      check_input("--data", options->data);
     if (std::filesystem::exists(options->run + "/sweep.json")) {
       std::cerr << "dqntrader report: reading the sweep in " << options->run
                 << " and evaluating its best member\n";

@@ -56,7 +56,9 @@ void print_leaders(const sweep::SweepPlan& plan, double selection_seconds, std::
     if (tested)
       out << "; " << io::format_fixed(io::number_of(m["test_sharpe"]), 3);
     out << "  " << m["run"].get<std::string>() << "  seed " << m["seed"] << "  "
-        << settings(m["settings"]) << "\n";
+        << settings(m["settings"])
+        << (m["status"] == "failed" ? "  (failed: ranked after every member that did not)" : "")
+        << "\n";
   }
   if (!plan.space.axes.empty()) {
     out << "best settings (mean validation Sharpe over their seeds, std, min):\n";
@@ -72,7 +74,7 @@ void print_leaders(const sweep::SweepPlan& plan, double selection_seconds, std::
   const nlohmann::json& s = plan.selection;
   if (s.contains("note")) {
     out << "selection statistics: " << s["note"].get<std::string>() << "\n";
-  } else if (s.contains("pbo")) {
+  } else if (s.contains("deflated_sharpe")) {
     const nlohmann::json& w = s["winner"];
     out << "how much of the winner is luck (" << s["trials"] << " members, validation bars "
         << s["window"]["first_bar"] << ".." << s["window"]["last_bar"] << "):\n"
@@ -86,27 +88,23 @@ void print_leaders(const sweep::SweepPlan& plan, double selection_seconds, std::
         << " (" << (io::number_of(s["deflated_sharpe"]) > 0.95 ? "above" : "not above")
         << " 0.95: the edge "
         << (io::number_of(s["deflated_sharpe"]) > 0.95 ? "survives" : "does not survive")
-        << " the number of members)\n"
-        << "  probability of backtest overfitting " << io::format_fixed(io::number_of(s["pbo"]), 3)
-        << " over " << s["splits"] << " splits of " << s["blocks"]
-        << " blocks (probability of loss "
-        << io::format_fixed(io::number_of(s["probability_of_loss"]), 3) << "); measured in "
-        << io::format_fixed(selection_seconds, 2) << " s\n";
+        << " the number of members)\n";
+    if (s.contains("pbo_note")) {
+      out << "  probability of backtest overfitting not measured: "
+          << s["pbo_note"].get<std::string>();
+    } else {
+      out << "  probability of backtest overfitting "
+          << io::format_fixed(io::number_of(s["pbo"]), 3) << " over " << s["splits"]
+          << " splits of " << s["blocks"] << " blocks (probability of loss "
+          << io::format_fixed(io::number_of(s["probability_of_loss"]), 3) << ")";
+    }
+    out << "; measured in " << io::format_fixed(selection_seconds, 2) << " s\n";
   }
   out << "leaderboards: " << plan.directory << "/leaderboard.csv and " << plan.directory
       << "/leaderboard.json\n";
 }
 
 }  // namespace
-
-// A count or a seed: digits only (a '-' would wrap around to a huge unsigned number).
-const CLI::Validator whole_number(
-    [](std::string& text) {
-      return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos
-                 ? std::string()
-                 : "'" + text + "' is not a whole number from 0";
-    },
-    "UINT");
 
 Command add_sweep(CLI::App& app) {
   struct Options {
@@ -136,23 +134,23 @@ Command add_sweep(CLI::App& app) {
   c->add_option("--random", options->random,
                 "N random draws of the settings instead of the grid (ranges uniform or "
                 "log-uniform, lists uniform)")
-      ->check(whole_number)
+      ->check(whole_number())
       ->check(CLI::Range(std::size_t{0}, sweep::kMostDraws));
   c->add_option("--random-seed", options->random_seed, "seed of the random draws")
       ->capture_default_str()
-      ->check(whole_number);
+      ->check(whole_number());
   c->add_option("--space", options->space_file,
                 "the search space as a JSON file (seeds, random, random_seed, set, base); "
                 "--set, --seeds and --random add to it");
   c->add_option("--population", options->population,
                 "members trained together at most (default: as many as the device's free "
                 "memory holds, at most 64)")
-      ->check(whole_number);
+      ->check(whole_number());
   c->add_option("--pbo-blocks", options->pbo_blocks,
                 "row blocks of the validation window into which the probability of backtest "
                 "overfitting cuts the members' returns (even, 2 to 24)")
       ->capture_default_str()
-      ->check(whole_number);
+      ->check(whole_number());
   c->add_option("--schedule", options->schedule.kind,
                 "what each population does between epochs: none (every member trains its "
                 "whole budget), pbt (population based training: the worst copy the best and "
@@ -161,7 +159,7 @@ Command add_sweep(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--pbt-interval", options->schedule.interval, "pbt: epochs between decisions")
       ->capture_default_str()
-      ->check(whole_number);
+      ->check(whole_number());
   c->add_option("--pbt-fraction", options->schedule.fraction,
                 "pbt: the bottom quantile that copies the top quantile (at most 0.5)")
       ->capture_default_str();
@@ -175,14 +173,14 @@ Command add_sweep(CLI::App& app) {
   c->add_option("--pbt-burn-in", options->schedule.burn_in,
                 "pbt: no decision before the end of this epoch")
       ->capture_default_str()
-      ->check(whole_number);
+      ->check(whole_number());
   c->add_option("--halving-rate", options->schedule.halving_rate,
                 "halving: 1 / rate of the running members go on at each rung")
       ->capture_default_str();
   c->add_option("--halving-interval", options->schedule.halving_interval,
                 "halving: epochs between rungs")
       ->capture_default_str()
-      ->check(whole_number);
+      ->check(whole_number());
   c->add_option("--config", options->config_file,
                 "JSON file of shared settings (keys as the flags below, without --)");
   c->add_option("--resume", options->resume,
@@ -238,6 +236,7 @@ Command add_sweep(CLI::App& app) {
         train::apply_settings(base, space.base, options->space_file + " (base)");
       }
       options->flags.apply(base);
+      refuse_test_fraction_beside_test_data(*c, base);
       for (const std::string& text : options->sets)
         space.axes.push_back(sweep::parse_axis(text));
       if (c->get_option("--seeds")->count() > 0)
@@ -264,6 +263,10 @@ Command add_sweep(CLI::App& app) {
       if (std::filesystem::exists(base.out + "/sweep.json")) {
         throw InputError(base.out + " holds a sweep already: continue it with --resume " +
                          base.out + ", or choose another --out");
+      }
+      if (train::held_run(base.out) == "a training run") {
+        throw InputError("--out " + base.out +
+                         " holds a training run; a sweep needs a directory of its own");
       }
       // The data once, for its features (and to fail early on a bad file).
       const train::RunData data = train::load_run_data(base);
@@ -301,6 +304,8 @@ Command add_sweep(CLI::App& app) {
       plan = sweep::make_plan(base, space, base.out, most);
       plan.pbo_blocks = options->pbo_blocks;
       plan.schedule = schedule;
+      for (const sweep::PopulationPlan& p : plan.populations)
+        sweep::check_decides(schedule, sweep::member_config(plan, p.members.front()).epochs);
       if (schedule.kind != "none" &&
           std::all_of(plan.populations.begin(), plan.populations.end(),
                       [](const sweep::PopulationPlan& p) { return p.members.size() < 2; })) {
@@ -357,6 +362,12 @@ Command add_sweep(CLI::App& app) {
       sweep::write_plan(plan);
       sweep::write_leaderboards(plan);
       print_leaders(plan, seconds, std::cerr);
+      if (std::all_of(plan.members.begin(), plan.members.end(),
+                      [](const sweep::MemberPlan& m) { return m.result.status == "failed"; })) {
+        throw Error("no member of the sweep finished: every one of its " +
+                    std::to_string(plan.members.size()) +
+                    " members failed (sweep.json gives each one's failure)");
+      }
     }
   };
   return command;

@@ -45,6 +45,9 @@ Command add_synth(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command.run = [options](const ExecSpace&) {
+    if (options->out == "-")
+      throw InputError("--out -: synth writes a file (.csv, or .dqnbars for the binary cache)");
+    check_output("--out", options->out);
     const auto start = data::parse_iso8601_ms(options->start);
     if (!start)
       throw InputError("--start: cannot parse '" + options->start + "' as an ISO-8601 date");
@@ -82,6 +85,8 @@ Command add_cache(CLI::App& app) {
   command.run = [options](const ExecSpace&) {
     if (!data::is_bar_cache_path(options->out))
       throw InputError("--out must end in .dqnbars");
+    check_input("--data", options->data);
+    check_output("--out", options->out);
     const data::Bars bars = data::read_bars_csv(options->data, options->columns);
     data::write_bar_cache(options->out, bars);
     std::cerr << "dqntrader cache: wrote " << bars.size() << " bars to " << options->out << "\n";

@@ -33,9 +33,9 @@ Command add_train(CLI::App& app) {
   c->add_flag(
       "--force", options->force,
       "with --resume: continue even when settings or data differ from the checkpoint's (says what "
-      "differs)");
+      "differs); without: start again in an --out that holds a run, removing its files first");
   options->flags.add(c, options->config, [](const train::Setting& s) { return s.help; });
-  command.run = [options](const ExecSpace& space) {
+  command.run = [options, c](const ExecSpace& space) {
     if (!options->resume.empty()) {
       if (!options->config_file.empty()) {
         throw InputError("--resume takes the settings from the run's config.json; drop --config");
@@ -46,6 +46,7 @@ Command add_train(CLI::App& app) {
     if (!options->config_file.empty())
       train::apply_settings_json(options->config, options->config_file);
     options->flags.apply(options->config);
+    refuse_test_fraction_beside_test_data(*c, options->config);
     if (!options->resume.empty() && options->config.out != options->resume) {
       throw InputError("--resume continues in the run's own directory; drop --out");
     }

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -43,12 +44,29 @@ class SettingFlags {
   std::vector<std::string> m_values;  // the options' texts, bound by address
 };
 
+/// InputError when --test-fraction is given on c's command line and the settings have a
+/// test-data file: the file is the test window, and the fraction would be silently ignored.
+void refuse_test_fraction_beside_test_data(const CLI::App& c, const train::TrainConfig& config);
+
 /// The training settings as a Markdown table (README.md embeds it; a test keeps them equal).
 std::string settings_table();
 /// The metrics with their definitions as a Markdown table (README.md embeds it too).
 std::string metrics_table();
 
-/// Writes text to path atomically (or to stdout for "-").
+/// Writes text to path atomically (or to stdout for "-"; through, for a FIFO or a character
+/// device: io::AtomicFile).
 void write_output(const std::string& path, const std::string& text);
+
+/// A validator of a count or a seed: digits only (a '-' would wrap around to a huge unsigned
+/// number), at least `least` and at most 2^64 - 1; its messages quote what was typed.
+CLI::Validator whole_number(std::uint64_t least = 0);
+
+/// InputError naming the option and the path when path is a directory: an input file is
+/// meant (a bar file, a policy file).
+void check_input(const std::string& option, const std::string& path);
+
+/// InputError naming the option unless path is "-" or a path a file can be written to
+/// (io::resolve_output): checked before any work, so that a bad output path costs nothing.
+void check_output(const std::string& option, const std::string& path);
 
 }  // namespace dqntrader::cli

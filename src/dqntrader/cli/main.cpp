@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
   kokkos_options.disable_warnings = true;
   app.add_option("--threads", kokkos_options.num_threads,
                  "host threads for the OpenMP backend (default: OpenMP's)")
-      ->check(CLI::PositiveNumber);
+      ->check(dqntrader::cli::whole_number(1));
   app.add_option("--device", kokkos_options.device_id, "GPU ordinal for the CUDA backend")
-      ->check(CLI::NonNegativeNumber);
+      ->check(dqntrader::cli::whole_number());
   app.require_subcommand(1);
 
   const std::vector<dqntrader::cli::Command> commands = {

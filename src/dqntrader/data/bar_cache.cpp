@@ -12,6 +12,7 @@
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/validate.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/input_file.hpp"
 
 namespace dqntrader::data {
 
@@ -85,6 +86,7 @@ void write_bar_cache(const std::string& path, const Bars& bars) {
 
 Bars read_bar_cache(const std::string& path, const ColumnSelection& selection) {
   auto fail = [&](const std::string& what) -> void { throw InputError(path, 0, 0, what); };
+  io::check_input_file(path);
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
   if (!file)
     fail(std::string("cannot open: ") + std::strerror(errno));

@@ -17,6 +17,7 @@
 #include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/data/validate.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/input_file.hpp"
 
 namespace dqntrader::data {
 
@@ -102,15 +103,7 @@ class Reader {
     throw InputError(m_path, line, column, what);
   }
 
-  std::string slurp() {
-    std::ifstream in(m_path, std::ios::binary);
-    if (!in)
-      fail(0, 0, std::string("cannot open: ") + std::strerror(errno));
-    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad())
-      fail(0, 0, "read error");
-    return content;
-  }
+  std::string slurp() const { return io::read_file(m_path); }
 
   // Rejects binary content before trying to make sense of it as rows.
   void check_text(std::string_view text) const {

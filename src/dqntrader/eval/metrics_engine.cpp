@@ -218,6 +218,10 @@ KOKKOS_INLINE_FUNCTION void add_sums(V& dst, const MetricSums& src) {
   dst.losses += src.losses;
   dst.sum_wins += src.sum_wins;
   dst.sum_losses += src.sum_losses;
+  if (src.lowest_return < dst.lowest_return)
+    dst.lowest_return = src.lowest_return;
+  if (src.highest_return > dst.highest_return)
+    dst.highest_return = src.highest_return;
 }
 
 template <class V>
@@ -234,6 +238,8 @@ KOKKOS_INLINE_FUNCTION MetricSums load_sums(V& v) {
   s.losses = v.losses;
   s.sum_wins = v.sum_wins;
   s.sum_losses = v.sum_losses;
+  s.lowest_return = v.lowest_return;
+  s.highest_return = v.highest_return;
   return s;
 }
 
@@ -247,6 +253,8 @@ struct FirstPass {
   KOKKOS_INLINE_FUNCTION void init(MetricSums& s) const {
     s = MetricSums{};
     s.min_drawdown = 0.0;  // t = 0: E_0 / E_0 - 1
+    s.lowest_return = compat::infinity();
+    s.highest_return = -compat::infinity();
   }
   KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE MetricSums& dst,
                                    const DQNTRADER_JOIN_VOLATILE MetricSums& src) const {
@@ -255,6 +263,10 @@ struct FirstPass {
   KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, MetricSums& s) const {
     const double excess = returns(i) - risk_free;
     s.sum_excess += excess;
+    if (returns(i) < s.lowest_return)
+      s.lowest_return = returns(i);
+    if (returns(i) > s.highest_return)
+      s.highest_return = returns(i);
     if (excess < 0.0)
       s.sum_downside += excess * excess;
     const double p = in.positions(in.path(i));
@@ -319,7 +331,10 @@ struct Finalize {
     m.cagr = n > 0 && final_equity.sign > 0 ? kmath::expm1(final_equity.log * bars_per_year / count)
                                             : nan;
     const double mean = n > 0 ? s.sum_excess / count : nan;
-    const double stdev = n > 1 ? kmath::sqrt(squares() / (count - 1.0)) : nan;
+    // Returns that are all the same do not vary: their deviations from the mean computed of
+    // them are rounding, not volatility.
+    const bool constant = s.lowest_return == s.highest_return;
+    const double stdev = n > 1 ? (constant ? 0.0 : kmath::sqrt(squares() / (count - 1.0))) : nan;
     const double root_a = kmath::sqrt(bars_per_year);
     m.annual_volatility = stdev * root_a;
     m.sharpe = n > 1 && stdev > 0.0 ? mean / stdev * root_a : nan;

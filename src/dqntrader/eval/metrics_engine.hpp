@@ -32,6 +32,9 @@ struct MetricSums {
   double sum_cost;                                    // sum of c |p_t - p_{t-1}|
   double min_drawdown;                                // min over t of E_t / max_{s<=t} E_s - 1
   double closed, wins, losses, sum_wins, sum_losses;  // over closed trades
+  // The smallest and largest r: equal when every return is the same, whose deviations from
+  // their computed mean are rounding alone (the volatility is then 0, the Sharpe ratio NaN).
+  double lowest_return, highest_return;
 };
 
 class MetricsEngine {

@@ -30,91 +30,116 @@ KOKKOS_INLINE_FUNCTION std::uint64_t binomial(std::uint64_t n, std::uint64_t k) 
   return c;
 }
 
-// Sharpe ratio of rows of one candidate given its mean and the sums of its deviations d from
-// that mean (sum d, sum d^2) over count rows: the mean and the (count - 1) variance of the rows.
-KOKKOS_INLINE_FUNCTION double sharpe_of(double column_mean, double sum, double squares,
-                                        double count) {
-  const double mean = sum / count;
-  const double variance = (squares - sum * mean) / (count - 1.0);
-  return variance > 0.0 ? (column_mean + mean) / sqrt(variance) : 0.0;
+// Rows of one candidate summarised: their count, mean and sum of squared deviations from that
+// mean (M2). Rows that are all equal have their value as the mean and M2 = 0 exactly, so that
+// they do not vary by rounding. Equal rows give equal summaries, and summaries merged in one
+// order give equal results: equal returns give equal Sharpe ratios, as the ranks need.
+struct Moments {
+  double count, mean, m2;
+};
+
+// The summary of a's rows followed by b's (Chan, Golub and LeVeque's pairwise update).
+KOKKOS_INLINE_FUNCTION Moments merge(const Moments& a, const Moments& b) {
+  const double count = a.count + b.count;
+  const double delta = b.mean - a.mean;
+  return Moments{count, a.mean + delta * (b.count / count),
+                 a.m2 + b.m2 + delta * delta * (a.count * b.count / count)};
+}
+
+// The per-bar Sharpe ratio mean / std (count - 1); 0 where the rows do not vary.
+KOKKOS_INLINE_FUNCTION double sharpe_of(const Moments& m) {
+  const double variance = m.m2 / (m.count - 1.0);
+  return variance > 0.0 ? m.mean / sqrt(variance) : 0.0;
+}
+
+// The mean and M2 of rows [first, first + length) of column n, two passes, with the rows'
+// smallest and largest value deciding whether they vary at all.
+template <class Returns>
+KOKKOS_INLINE_FUNCTION Moments column_moments(const Member& team, const Returns& returns,
+                                              std::size_t n, std::size_t first,
+                                              std::size_t length) {
+  double sum = 0.0, lowest = 0.0, highest = 0.0;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, length),
+      [&](const std::size_t i, double& v) { v += returns(first + i, n); }, sum);
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, length),
+      [&](const std::size_t i, double& v) {
+        const double x = returns(first + i, n);
+        v = x < v ? x : v;
+      },
+      Kokkos::Min<double>(lowest));
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, length),
+      [&](const std::size_t i, double& v) {
+        const double x = returns(first + i, n);
+        v = x > v ? x : v;
+      },
+      Kokkos::Max<double>(highest));
+  if (lowest == highest)
+    return Moments{static_cast<double>(length), lowest, 0.0};
+  const double mean = sum / static_cast<double>(length);
+  double m2 = 0.0;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, length),
+      [&](const std::size_t i, double& v) {
+        const double d = returns(first + i, n) - mean;
+        v += d * d;
+      },
+      m2);
+  return Moments{static_cast<double>(length), mean, m2};
 }
 
 // Each candidate's mean, Sharpe ratio, skewness and kurtosis over all T rows, a team a column,
 // the central moments in a second pass over the rows.
 struct ColumnMoments {
   Kokkos::View<const double**, Kokkos::LayoutLeft, DeviceMemory> returns;
-  Column mean, sharpe, skewness, kurtosis;
+  Column sharpe, skewness, kurtosis;
   double undefined;  // NaN
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const std::size_t n = static_cast<std::size_t>(team.league_rank());
     const std::size_t rows = returns.extent(0);
-    double sum = 0.0;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, rows),
-        [&](const std::size_t i, double& s) { s += returns(i, n); }, sum);
-    const double mu = sum / static_cast<double>(rows);
-    double m2 = 0.0, m3 = 0.0, m4 = 0.0;
+    const Moments all = column_moments(team, returns, n, 0, rows);
+    double m3 = 0.0, m4 = 0.0;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, rows),
         [&](const std::size_t i, double& s) {
-          const double d = returns(i, n) - mu;
-          s += d * d;
-        },
-        m2);
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, rows),
-        [&](const std::size_t i, double& s) {
-          const double d = returns(i, n) - mu;
+          const double d = returns(i, n) - all.mean;
           s += d * d * d;
         },
         m3);
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, rows),
         [&](const std::size_t i, double& s) {
-          const double d = returns(i, n) - mu;
+          const double d = returns(i, n) - all.mean;
           s += d * d * d * d;
         },
         m4);
     Kokkos::single(Kokkos::PerTeam(team), [&] {
       const double t = static_cast<double>(rows);
-      const double variance = m2 / (t - 1.0);
-      mean(n) = mu;
-      sharpe(n) = variance > 0.0 ? mu / sqrt(variance) : 0.0;
-      const double central2 = m2 / t;
+      sharpe(n) = sharpe_of(all);
+      const double central2 = all.m2 / t;
       skewness(n) = central2 > 0.0 ? (m3 / t) / (central2 * sqrt(central2)) : undefined;
       kurtosis(n) = central2 > 0.0 ? (m4 / t) / (central2 * central2) : undefined;
     });
   }
 };
 
-// Each block's sums of every candidate's deviations from its mean (d, d^2): a team a (block,
+// Each block's summary of every candidate's rows (count, mean, M2): a team a (block,
 // candidate).
-struct BlockSums {
+struct BlockMoments {
   Kokkos::View<const double**, Kokkos::LayoutLeft, DeviceMemory> returns;
-  Kokkos::View<const double*, DeviceMemory> mean;
-  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> sums, squares;  // [block][candidate]
+  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> means, m2s;  // [block][candidate]
   std::size_t blocks, dropped, length;
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const std::size_t b = static_cast<std::size_t>(team.league_rank()) % blocks;
     const std::size_t n = static_cast<std::size_t>(team.league_rank()) / blocks;
-    const std::size_t first = dropped + b * length;
-    const double mu = mean(n);
-    double s = 0.0, q = 0.0;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, length),
-        [&](const std::size_t i, double& v) { v += returns(first + i, n) - mu; }, s);
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, length),
-        [&](const std::size_t i, double& v) {
-          const double d = returns(first + i, n) - mu;
-          v += d * d;
-        },
-        q);
+    const Moments m = column_moments(team, returns, n, dropped + b * length, length);
     Kokkos::single(Kokkos::PerTeam(team), [&] {
-      sums(b, n) = s;
-      squares(b, n) = q;
+      means(b, n) = m.mean;
+      m2s(b, n) = m.m2;
     });
   }
 };
@@ -124,27 +149,23 @@ struct BlockSums {
 // first of equals), its out-of-sample rank among all (ties share the mean of their ranks) and
 // the logit of that rank over N + 1.
 struct Splits {
-  Kokkos::View<const double*, DeviceMemory> mean;
-  Kokkos::View<const double**, Kokkos::LayoutLeft, DeviceMemory> sums, squares;
+  Kokkos::View<const double**, Kokkos::LayoutLeft, DeviceMemory> means, m2s;
   Column logit, in_sample, out_of_sample;  // per split: the logit, and the best's two SRs
   std::size_t blocks, candidates;
-  double half_rows;  // rows in each half
+  double length;  // rows in a block
 
-  // The in- and out-of-sample Sharpe ratios of candidate n.
+  // The in- and out-of-sample Sharpe ratios of candidate n: its blocks' summaries merged in
+  // block order.
   KOKKOS_INLINE_FUNCTION void sharpes(std::uint32_t chosen, std::size_t n, double& in,
                                       double& out) const {
-    double s_in = 0.0, q_in = 0.0, s_out = 0.0, q_out = 0.0;
+    Moments m_in{0.0, 0.0, 0.0}, m_out{0.0, 0.0, 0.0};
     for (std::size_t b = 0; b < blocks; ++b) {
-      if (chosen & (1u << b)) {
-        s_in += sums(b, n);
-        q_in += squares(b, n);
-      } else {
-        s_out += sums(b, n);
-        q_out += squares(b, n);
-      }
+      const Moments block{length, means(b, n), m2s(b, n)};
+      Moments& half = (chosen & (1u << b)) ? m_in : m_out;
+      half = half.count == 0.0 ? block : merge(half, block);
     }
-    in = sharpe_of(mean(n), s_in, q_in, half_rows);
-    out = sharpe_of(mean(n), s_out, q_out, half_rows);
+    in = sharpe_of(m_in);
+    out = sharpe_of(m_out);
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const std::size_t split) const {
@@ -258,72 +279,12 @@ double normal_quantile(double p) {
   return x - u / (1.0 + 0.5 * x * u);
 }
 
-SelectionStatistics selection_statistics(const ExecSpace& space, const ReturnMatrix& returns,
-                                         std::size_t winner, std::size_t blocks) {
-  const std::size_t t = returns.extent(0), n = returns.extent(1);
-  if (n < 2)
-    throw InputError("the selection statistics need two or more candidates, not " +
-                     std::to_string(n));
-  if (winner >= n)
-    throw InputError("the selected candidate " + std::to_string(winner) + " is not one of " +
-                     std::to_string(n));
-  if (blocks < 2 || blocks % 2 != 0 || blocks > kMostBlocks)
-    throw InputError("the blocks of CSCV must be an even number from 2 to " +
-                     std::to_string(kMostBlocks) + ", not " + std::to_string(blocks));
-  if (t / blocks < 2)
-    throw InputError(std::to_string(t) + " bar returns are too few for " + std::to_string(blocks) +
-                     " blocks of at least 2");
-  SelectionStatistics stats;
-  stats.trials = n;
-  stats.returns = t;
-  stats.winner = winner;
-  stats.blocks = blocks;
-  stats.dropped = t % blocks;
-  const std::size_t length = t / blocks;
+namespace {
 
-  auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
-  Column mean(alloc("dqntrader::eval::selection::mean"), n);
-  Column sharpe(alloc("dqntrader::eval::selection::sharpe"), n);
-  Column skewness(alloc("dqntrader::eval::selection::skewness"), n);
-  Column kurtosis(alloc("dqntrader::eval::selection::kurtosis"), n);
-  Kokkos::parallel_for("dqntrader::eval::selection::moments",
-                       Policy(space, static_cast<int>(n), Kokkos::AUTO),
-                       ColumnMoments{returns, mean, sharpe, skewness, kurtosis,
-                                     std::numeric_limits<double>::quiet_NaN()});
-
-  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> sums(
-      alloc("dqntrader::eval::selection::block_sums"), blocks, n);
-  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> squares(
-      alloc("dqntrader::eval::selection::block_squares"), blocks, n);
-  Kokkos::parallel_for("dqntrader::eval::selection::blocks",
-                       Policy(space, static_cast<int>(blocks * n), Kokkos::AUTO),
-                       BlockSums{returns, mean, sums, squares, blocks, stats.dropped, length});
-
-  const std::size_t splits = static_cast<std::size_t>(binomial(blocks, blocks / 2));
-  Column logit(alloc("dqntrader::eval::selection::logits"), splits);
-  Column in_sample(alloc("dqntrader::eval::selection::in_sample"), splits);
-  Column out_of_sample(alloc("dqntrader::eval::selection::out_of_sample"), splits);
-  Kokkos::parallel_for("dqntrader::eval::selection::splits",
-                       Kokkos::RangePolicy<ExecSpace>(space, 0, splits),
-                       Splits{mean, sums, squares, logit, in_sample, out_of_sample, blocks, n,
-                              static_cast<double>(blocks / 2 * length)});
-  SplitTotals totals{};
-  Kokkos::parallel_reduce("dqntrader::eval::selection::totals",
-                          Kokkos::RangePolicy<ExecSpace>(space, 0, splits),
-                          SumSplits{logit, in_sample, out_of_sample}, totals);
-
-  // What comes back: a few numbers a candidate and one a split.
-  stats.sharpes = to_host(sharpe);
-  stats.logits = to_host(logit);
-  stats.skewness = to_host(skewness)[winner];
-  stats.kurtosis = to_host(kurtosis)[winner];
-
-  const double count = static_cast<double>(splits);
-  stats.pbo = totals.overfit / count;
-  stats.probability_of_loss = totals.losses / count;
-  const double spread = count * totals.xx - totals.x * totals.x;
-  stats.slope = spread > 0.0 ? (count * totals.xy - totals.x * totals.y) / spread : NAN;
-
+// The expected maximum Sharpe ratio of the trials without skill and the winner's deflated
+// Sharpe ratio, from the candidates' Sharpe ratios and the winner's moments.
+void deflate(SelectionStatistics& stats) {
+  const std::size_t n = stats.sharpes.size();
   double average = 0.0;
   for (double s : stats.sharpes)
     average += s;
@@ -337,14 +298,85 @@ SelectionStatistics selection_statistics(const ExecSpace& space, const ReturnMat
   stats.expected_max_sharpe = std::sqrt(stats.sharpe_variance) *
                               ((1.0 - gamma) * normal_quantile(1.0 - 1.0 / trials) +
                                gamma * normal_quantile(1.0 - 1.0 / (trials * std::exp(1.0))));
-  const double best = stats.sharpes[winner];
+  const double best = stats.sharpes[stats.winner];
   const double spread_of_estimate =
       1.0 - stats.skewness * best + (stats.kurtosis - 1.0) / 4.0 * best * best;
-  stats.deflated_sharpe =
-      spread_of_estimate > 0.0
-          ? normal_cdf((best - stats.expected_max_sharpe) * std::sqrt(static_cast<double>(t - 1)) /
-                       std::sqrt(spread_of_estimate))
-          : NAN;
+  stats.deflated_sharpe = spread_of_estimate > 0.0
+                              ? normal_cdf((best - stats.expected_max_sharpe) *
+                                           std::sqrt(static_cast<double>(stats.returns - 1)) /
+                                           std::sqrt(spread_of_estimate))
+                              : NAN;
+}
+
+}  // namespace
+
+SelectionStatistics selection_statistics(const ExecSpace& space, const ReturnMatrix& returns,
+                                         std::size_t winner, std::size_t blocks) {
+  const std::size_t t = returns.extent(0), n = returns.extent(1);
+  if (n < 2)
+    throw InputError("the selection statistics need two or more candidates, not " +
+                     std::to_string(n));
+  if (winner >= n)
+    throw InputError("the selected candidate " + std::to_string(winner) + " is not one of " +
+                     std::to_string(n));
+  if (blocks < 2 || blocks % 2 != 0 || blocks > kMostBlocks)
+    throw InputError("the blocks of CSCV must be an even number from 2 to " +
+                     std::to_string(kMostBlocks) + ", not " + std::to_string(blocks));
+  if (t < 2)
+    throw InputError(std::to_string(t) + " bar returns are too few for a Sharpe ratio");
+  SelectionStatistics stats;
+  stats.trials = n;
+  stats.returns = t;
+  stats.winner = winner;
+  stats.blocks = blocks;
+  stats.dropped = t % blocks;
+  const std::size_t length = t / blocks;
+
+  auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
+  Column sharpe(alloc("dqntrader::eval::selection::sharpe"), n);
+  Column skewness(alloc("dqntrader::eval::selection::skewness"), n);
+  Column kurtosis(alloc("dqntrader::eval::selection::kurtosis"), n);
+  Kokkos::parallel_for(
+      "dqntrader::eval::selection::moments", Policy(space, static_cast<int>(n), Kokkos::AUTO),
+      ColumnMoments{returns, sharpe, skewness, kurtosis, std::numeric_limits<double>::quiet_NaN()});
+  stats.sharpes = to_host(sharpe);
+  stats.skewness = to_host(skewness)[winner];
+  stats.kurtosis = to_host(kurtosis)[winner];
+  deflate(stats);
+
+  if (length < 2) {
+    // The deflated Sharpe ratio does not depend on the blocks; PBO cannot be measured.
+    stats.pbo = stats.probability_of_loss = stats.slope = NAN;
+    stats.pbo_note = std::to_string(t) + " bar returns are too few for " + std::to_string(blocks) +
+                     " blocks of at least 2 (give fewer blocks)";
+    return stats;
+  }
+  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> means(
+      alloc("dqntrader::eval::selection::block_means"), blocks, n);
+  Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory> m2s(
+      alloc("dqntrader::eval::selection::block_m2"), blocks, n);
+  Kokkos::parallel_for("dqntrader::eval::selection::blocks",
+                       Policy(space, static_cast<int>(blocks * n), Kokkos::AUTO),
+                       BlockMoments{returns, means, m2s, blocks, stats.dropped, length});
+
+  const std::size_t splits = static_cast<std::size_t>(binomial(blocks, blocks / 2));
+  Column logit(alloc("dqntrader::eval::selection::logits"), splits);
+  Column in_sample(alloc("dqntrader::eval::selection::in_sample"), splits);
+  Column out_of_sample(alloc("dqntrader::eval::selection::out_of_sample"), splits);
+  Kokkos::parallel_for(
+      "dqntrader::eval::selection::splits", Kokkos::RangePolicy<ExecSpace>(space, 0, splits),
+      Splits{means, m2s, logit, in_sample, out_of_sample, blocks, n, static_cast<double>(length)});
+  SplitTotals totals{};
+  Kokkos::parallel_reduce("dqntrader::eval::selection::totals",
+                          Kokkos::RangePolicy<ExecSpace>(space, 0, splits),
+                          SumSplits{logit, in_sample, out_of_sample}, totals);
+  stats.logits = to_host(logit);  // one number a split comes back
+
+  const double count = static_cast<double>(splits);
+  stats.pbo = totals.overfit / count;
+  stats.probability_of_loss = totals.losses / count;
+  const double spread = count * totals.xx - totals.x * totals.x;
+  stats.slope = spread > 0.0 ? (count * totals.xy - totals.x * totals.y) / spread : NAN;
   return stats;
 }
 

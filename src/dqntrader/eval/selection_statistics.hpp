@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "dqntrader/core/types.hpp"
@@ -33,11 +34,15 @@ struct SelectionStatistics {
   double pbo = 0;                  // share of logits <= 0
   double probability_of_loss = 0;  // share of splits whose in-sample best loses out of sample
   double slope = 0;  // of the in-sample best's out-of-sample SR regressed on its in-sample SR
+  // Why PBO (and the probability of loss and the slope, NaN then, with no logits) could not be
+  // measured: a block would hold fewer than 2 rows. Empty when they were.
+  std::string pbo_note;
 };
 
 /// The statistics of the selection of column winner among the columns of returns (T x N),
-/// with blocks row blocks. InputError when N < 2, blocks is odd, below 2 or above 24, or a
-/// block would hold fewer than 2 rows.
+/// with blocks row blocks. InputError when N < 2, T < 2, or blocks is odd, below 2 or above
+/// 24; where a block would hold fewer than 2 rows, every statistic but PBO and what goes with it
+/// (pbo_note says so).
 SelectionStatistics selection_statistics(const ExecSpace& space, const ReturnMatrix& returns,
                                          std::size_t winner, std::size_t blocks);
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "dqntrader/core/error.hpp"
 
@@ -30,21 +31,62 @@ std::string directory_of(const std::string& path) {
   return path.substr(0, slash);
 }
 
+constexpr int kMostLinks = 40;  // as the kernel's own limit on a path's symbolic links
+
 }  // namespace
 
-AtomicFile::AtomicFile(const std::string& path) : m_path(path) {
-  m_temporary =
-      path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(g_counter.fetch_add(1));
-  m_fd = ::open(m_temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+OutputPath resolve_output(const std::string& path) {
+  OutputPath out;
+  out.path = path;
+  for (int links = 0;; ++links) {
+    struct stat info;
+    if (::lstat(out.path.c_str(), &info) != 0)
+      return out;  // a new path (or one the writing will say it cannot reach)
+    if (!S_ISLNK(info.st_mode)) {
+      if (S_ISREG(info.st_mode))
+        return out;
+      if (S_ISFIFO(info.st_mode) || S_ISCHR(info.st_mode)) {
+        out.kind = OutputKind::write_through;
+        return out;
+      }
+      const char* what = S_ISDIR(info.st_mode)    ? "a directory"
+                         : S_ISSOCK(info.st_mode) ? "a socket"
+                         : S_ISBLK(info.st_mode)  ? "a block device"
+                                                  : "not a regular file";
+      throw InputError(path + (out.path != path ? " (a link to " + out.path + ")" : "") + " is " +
+                       what + "; a file cannot be written there");
+    }
+    if (links == kMostLinks)
+      throw InputError(path + ": too many levels of symbolic links");
+    std::vector<char> target(static_cast<std::size_t>(info.st_size > 0 ? info.st_size : 255) + 1);
+    const ssize_t length = ::readlink(out.path.c_str(), target.data(), target.size());
+    if (length < 0)
+      fail("cannot read the link", out.path, errno);
+    const std::string next(target.data(), static_cast<std::size_t>(length));
+    out.path = next.front() == '/' ? next : directory_of(out.path) + "/" + next;
+  }
+}
+
+AtomicFile::AtomicFile(const std::string& path) : m_path(path), m_target(resolve_output(path)) {
+  if (m_target.kind == OutputKind::write_through) {
+    m_written = m_target.path;
+    m_fd = ::open(m_written.c_str(), O_WRONLY | O_CLOEXEC);
+    if (m_fd < 0)
+      fail("cannot open", m_written, errno);
+    return;
+  }
+  m_written = m_target.path + ".tmp-" + std::to_string(::getpid()) + "-" +
+              std::to_string(g_counter.fetch_add(1));
+  m_fd = ::open(m_written.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (m_fd < 0)
-    fail("cannot create", m_temporary, errno);
+    fail("cannot create", m_written, errno);
 }
 
 AtomicFile::~AtomicFile() {
   if (m_fd >= 0)
     ::close(m_fd);
-  if (!m_committed)
-    ::unlink(m_temporary.c_str());
+  if (!m_committed && m_target.kind == OutputKind::replace)
+    ::unlink(m_written.c_str());
 }
 
 void AtomicFile::write(const void* data, std::size_t bytes) {
@@ -54,7 +96,7 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
     if (written < 0) {
       if (errno == EINTR)
         continue;
-      fail("cannot write", m_temporary, errno);
+      fail("cannot write", m_written, errno);
     }
     p += written;
     bytes -= static_cast<std::size_t>(written);
@@ -62,16 +104,25 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 }
 
 void AtomicFile::commit() {
-  if (::fsync(m_fd) != 0)
-    fail("cannot flush", m_temporary, errno);
   const int fd = m_fd;
   m_fd = -1;
+  if (m_target.kind == OutputKind::write_through) {
+    if (::close(fd) != 0)
+      fail("cannot close", m_written, errno);
+    m_committed = true;
+    return;
+  }
+  if (::fsync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fail("cannot flush", m_written, error);
+  }
   if (::close(fd) != 0)
-    fail("cannot close", m_temporary, errno);
-  if (::rename(m_temporary.c_str(), m_path.c_str()) != 0)
-    fail("cannot rename onto", m_path, errno);
+    fail("cannot close", m_written, errno);
+  if (::rename(m_written.c_str(), m_target.path.c_str()) != 0)
+    fail("cannot rename onto", m_target.path, errno);
   m_committed = true;
-  const std::string directory = directory_of(m_path);
+  const std::string directory = directory_of(m_target.path);
   const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0)
     fail("cannot open directory", directory, errno);

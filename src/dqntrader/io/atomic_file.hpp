@@ -1,4 +1,4 @@
-// Files that appear complete or not at all.
+// Files that appear complete or not at all, and what writing to a path means.
 #pragma once
 
 #include <cstddef>
@@ -6,10 +6,30 @@
 
 namespace dqntrader::io {
 
-/// Writes to "<path>.tmp-<pid>-<n>" in the same directory; commit() flushes it to disk
-/// (fsync), renames it over path and fsyncs the directory. Destroyed without commit()
-/// (an exception on the way), it removes the temporary file and leaves path untouched.
-/// Every failing system call throws dqntrader::Error naming the path and the reason.
+/// How a file is written to a path, decided by what the path is now, its symbolic links
+/// followed to the end.
+enum class OutputKind {
+  replace,        // a new path or a regular file: replaced atomically
+  write_through,  // a FIFO or a character device: written to as it stands
+};
+
+struct OutputPath {
+  std::string path;  // the path written: the given one with its symbolic links resolved
+  OutputKind kind = OutputKind::replace;
+};
+
+/// Where writing a file to path goes. InputError naming path and what it is when it is
+/// something no file can be written to (a directory, a socket, a block device) or its links
+/// do not end.
+OutputPath resolve_output(const std::string& path);
+
+/// A file written to path: for a new path or a regular file (through any symbolic links),
+/// to "<target>.tmp-<pid>-<n>" beside the target, which commit() flushes to disk (fsync),
+/// renames over the target and whose directory it fsyncs; destroyed without commit() (an
+/// exception on the way), the temporary file is removed and the target left untouched. A FIFO
+/// or a character device is written through (commit() closes it). Every failing system call
+/// throws dqntrader::Error naming the path and the reason; a path that cannot take a file
+/// throws InputError (resolve_output).
 class AtomicFile {
  public:
   explicit AtomicFile(const std::string& path);
@@ -23,12 +43,15 @@ class AtomicFile {
   const std::string& path() const { return m_path; }
 
  private:
-  std::string m_path, m_temporary;
+  std::string m_path;     // as given
+  OutputPath m_target;    // where it goes
+  std::string m_written;  // the file open for writing: the temporary one, or the target
   int m_fd = -1;
   bool m_committed = false;
 };
 
-/// The whole content in one atomic replacement of path.
+/// The whole content in one atomic replacement of path (written through where path is a FIFO
+/// or a character device).
 void write_file_atomically(const std::string& path, const std::string& content);
 
 }  // namespace dqntrader::io

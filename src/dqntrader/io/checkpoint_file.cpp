@@ -9,6 +9,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/input_file.hpp"
 
 namespace dqntrader::io {
 
@@ -41,10 +42,7 @@ void write_sections(const std::string& path, const std::vector<Section>& section
 
 std::vector<Section> read_sections(const std::string& path) {
   auto fail = [&](const std::string& what) -> void { throw InputError(path, 0, 0, what); };
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(std::string("cannot open: ") + std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_file(path);
   if (bytes.size() < 24 || std::memcmp(bytes.data(), magic, 8) != 0)
     fail("not a dqntrader checkpoint");
   std::uint64_t stored = 0;

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/io/input_file.hpp"
 
 namespace dqntrader::io {
 
@@ -59,8 +60,10 @@ const MetricDefinition* metric_definitions(std::size_t& count) {
       {"total_return", "E_N / E_0 - 1"},
       {"log_return", "log(E_N / E_0); NaN if E_N < 0, -inf if E_N = 0"},
       {"cagr", "(E_N / E_0)^(A / N) - 1"},
-      {"annual_volatility", "std(r, ddof=1) * sqrt(A)"},
-      {"sharpe", "mean(r - rf) / std(r - rf, ddof=1) * sqrt(A); NaN if N < 2 or std = 0"},
+      {"annual_volatility", "std(r, ddof=1) * sqrt(A); 0 if every r is the same"},
+      {"sharpe",
+       "mean(r - rf) / std(r - rf, ddof=1) * sqrt(A); NaN if N < 2 or std = 0 (every r the "
+       "same)"},
       {"sortino",
        "sqrt(A) * mean(r - rf) / sqrt(mean over all N bars of min(r - rf, 0)^2); NaN if that is 0"},
       {"max_drawdown", "min over t = 0..N of E_t / max_{s<=t} E_s - 1, E_0 included"},
@@ -120,13 +123,27 @@ std::string metric_text(const nlohmann::json& v) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, 0, 0, std::string("cannot open: ") + std::strerror(errno));
+  const std::string text = read_file(path);
+  // The key whose value is being read, for a number the parser cannot hold (1e999): the
+  // parser's own message names neither the file nor the key.
+  std::string key;
+  const nlohmann::json::parser_callback_t note_key =
+      [&key](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (event == nlohmann::json::parse_event_t::key)
+          key = parsed.get<std::string>();
+        return true;
+      };
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text, note_key);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(path, 0, 0, std::string("not valid JSON: ") + e.what());
+  } catch (const nlohmann::json::out_of_range& e) {
+    std::string what = e.what();
+    const std::size_t quote = what.find('\'');
+    throw InputError(path, 0, 0,
+                     (key.empty() ? std::string() : "key '" + key + "': ") + "the number " +
+                         (quote == std::string::npos ? what : what.substr(quote)) +
+                         " is out of the range of a double");
   }
 }
 

@@ -9,6 +9,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/input_file.hpp"
 
 namespace dqntrader::io {
 
@@ -57,10 +58,7 @@ void write_policy(const std::string& path, const PolicyFile& policy) {
 
 PolicyFile read_policy(const std::string& path) {
   auto fail = [&](const std::string& what) -> void { throw InputError(path, 0, 0, what); };
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(std::string("cannot open: ") + std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_file(path);
   if (bytes.size() < 8 + 4 + 8 + 8 + 8 || std::memcmp(bytes.data(), magic, 8) != 0) {
     fail("not a dqntrader policy file");
   }

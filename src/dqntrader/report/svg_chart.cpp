@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -336,19 +337,19 @@ std::string render(const Histogram& h) {
   const bool empty = finite == 0;
   values.settle();
   const std::size_t bins = std::max<std::size_t>(h.bins, 1);
-  std::vector<std::size_t> counts(bins, 0);
+  std::vector<double> counts(bins, 0.0);
   const double bin_width = (values.hi - values.lo) / static_cast<double>(bins);
-  for (double v : h.values) {
+  for (std::size_t i = 0; i < h.values.size(); ++i) {
+    const double v = h.values[i];
     if (!std::isfinite(v))
       continue;
     const auto b = static_cast<std::size_t>((v - values.lo) / bin_width);
-    ++counts[std::min(b, bins - 1)];
+    counts[std::min(b, bins - 1)] += h.weights.empty() ? 1.0 : h.weights[i];
   }
   Scale s;
   s.x = values;
   s.y.lo = 0;
-  s.y.hi =
-      std::max<double>(1.0, static_cast<double>(*std::max_element(counts.begin(), counts.end())));
+  s.y.hi = std::max(1.0, *std::max_element(counts.begin(), counts.end()));
   std::ostringstream out;
   open_chart(out, h.id, h.title, s, h.x, Axis{h.counted, false});
   if (empty) {
@@ -357,11 +358,11 @@ std::string render(const Histogram& h) {
     for (std::size_t b = 0; b < bins; ++b) {
       const double x0 = s.px(values.lo + bin_width * static_cast<double>(b));
       const double x1 = s.px(values.lo + bin_width * static_cast<double>(b + 1));
-      const double y = s.py(static_cast<double>(counts[b]));
-      out << "<rect class=\"bar\" data-count=\"" << counts[b] << "\" x=\"" << number(x0)
-          << "\" y=\"" << number(y) << "\" width=\"" << number(std::max(x1 - x0 - 1, 0.5))
-          << "\" height=\"" << number(top + plot_height - y) << "\" fill=\""
-          << escape_html(h.colour) << "\"/>\n";
+      const double y = s.py(counts[b]);
+      out << "<rect class=\"bar\" data-count=\"" << static_cast<std::uint64_t>(counts[b])
+          << "\" x=\"" << number(x0) << "\" y=\"" << number(y) << "\" width=\""
+          << number(std::max(x1 - x0 - 1, 0.5)) << "\" height=\"" << number(top + plot_height - y)
+          << "\" fill=\"" << escape_html(h.colour) << "\"/>\n";
     }
     if (values.lo < 0 && values.hi > 0) {
       const std::string x = number(s.px(0));

@@ -40,7 +40,8 @@ struct LineChart {
 struct Histogram {
   std::string id, title;
   Axis x;
-  std::vector<double> values;  // non-finite values are left out
+  std::vector<double> values;   // non-finite values are left out
+  std::vector<double> weights;  // how many each value counts (empty: one each)
   std::size_t bins = 40;
   std::string colour;
   std::string counted = "bars";  // what a bar's height counts (the y axis's label)

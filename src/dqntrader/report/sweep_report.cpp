@@ -76,7 +76,10 @@ SweepReport collect_sweep_report(const ExecSpace& space, const std::string& dir,
     report.combinations.push_back(std::move(row));
   }
   report.selection = plan.selection;
-  if (!report.members.empty() && std::isfinite(report.members.front().validation_sharpe)) {
+  // The best member: the leaderboard's first, unless no member finished (failed members rank
+  // last).
+  if (!report.members.empty() && report.members.front().status != "failed" &&
+      std::isfinite(report.members.front().validation_sharpe)) {
     report.has_best = true;
     report.best = collect_run_report(
         space, dir + "/" + board["members"][0]["run"].get<std::string>(), data_override);
@@ -250,15 +253,19 @@ std::string luck_section(const SweepReport& r) {
               : "The winner's validation Sharpe is within what chance among this many members "
                 "explains: expect its test Sharpe, not its validation Sharpe.")
       << " Definitions: docs/METRICS.md, Selection statistics.</p>\n";
-  {
+  if (s.contains("pbo_note"))
+    out << "<p class=\"meta\">PBO: " << escape_html(s["pbo_note"].get<std::string>()) << ".</p>\n";
+  if (!s["logit_histogram"].empty()) {
     Histogram h;
     h.id = "pbo-logits";
     h.title =
         "Logit of the in-sample best's out-of-sample rank, one per split (PBO: the share "
         "at or below 0)";
     h.x.label = "logit of the relative rank";
-    for (const nlohmann::json& l : s["logits"])
-      h.values.push_back(io::number_of(l));
+    for (const nlohmann::json& l : s["logit_histogram"]) {
+      h.values.push_back(io::number_of(l["logit"]));
+      h.weights.push_back(l["splits"].get<double>());
+    }
     h.bins = 20;
     h.counted = "splits";
     h.colour = policy_colour;

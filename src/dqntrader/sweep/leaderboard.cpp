@@ -15,12 +15,18 @@ namespace dqntrader::sweep {
 
 namespace {
 
-// Best first; what has no Sharpe (failed, not run) last, in member order.
+// Best first; what has no Sharpe (not run) last, in member order.
 bool better(double a, double b) {
   const bool a_ok = std::isfinite(a), b_ok = std::isfinite(b);
   if (a_ok != b_ok)
     return a_ok;
   return a_ok && a > b;
+}
+
+// A member that failed has no result to rank: after every other, whatever its Sharpe ratio
+// before it failed.
+bool failed(const MemberPlan& m) {
+  return m.result.status == "failed";
 }
 
 nlohmann::json settings_of(const Combination& c) {
@@ -46,8 +52,10 @@ nlohmann::json leaderboard_json(const SweepPlan& plan) {
   for (std::size_t i = 0; i < order.size(); ++i)
     order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return better(plan.members[a].result.validation_sharpe,
-                  plan.members[b].result.validation_sharpe);
+    const MemberPlan &x = plan.members[a], &y = plan.members[b];
+    if (failed(x) != failed(y))
+      return failed(y);
+    return better(x.result.validation_sharpe, y.result.validation_sharpe);
   });
   nlohmann::json members = nlohmann::json::array();
   for (std::size_t rank = 0; rank < order.size(); ++rank) {
@@ -82,7 +90,7 @@ nlohmann::json leaderboard_json(const SweepPlan& plan) {
       if (m.combination != c)
         continue;
       ++a.members;
-      if (std::isfinite(m.result.validation_sharpe))
+      if (!failed(m) && std::isfinite(m.result.validation_sharpe))
         sharpes.push_back(m.result.validation_sharpe);
     }
     a.finished = sharpes.size();

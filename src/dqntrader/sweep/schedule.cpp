@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -29,6 +30,26 @@ void check(const ScheduleSettings& s) {
                      ": above 1 (2 keeps half of the running members at each rung)");
   if (s.halving_interval < 1)
     throw InputError("--halving-interval 0: a rung every E epochs, E at least 1");
+}
+
+void check_decides(const ScheduleSettings& s, std::size_t epochs) {
+  if (s.kind == "none")
+    return;
+  const bool pbt = s.kind == "pbt";
+  const std::size_t interval = pbt ? s.interval : s.halving_interval;
+  const std::size_t earliest = pbt ? std::max<std::size_t>(s.burn_in, 1) : 1;
+  // The first epoch that is a multiple of the interval at or after the earliest.
+  const std::size_t rest = earliest % interval, step = rest == 0 ? 0 : interval - rest;
+  if (earliest <= std::numeric_limits<std::size_t>::max() - step && earliest + step < epochs)
+    return;
+  throw InputError(
+      "--schedule " + s.kind + ": " +
+      (pbt ? "--pbt-interval " + std::to_string(s.interval) + " and --pbt-burn-in " +
+                 std::to_string(s.burn_in)
+           : "--halving-interval " + std::to_string(s.halving_interval)) +
+      " in runs of " + std::to_string(epochs) + (epochs == 1 ? " epoch" : " epochs") +
+      " never decide (a decision comes after an epoch before the last); give a shorter "
+      "interval or more epochs");
 }
 
 std::pair<double, double> parse_perturb(const std::string& text) {

@@ -61,6 +61,11 @@ struct ScheduleSettings {
 /// and the second above; resample in [0, 1]; halving rate above 1.
 void check(const ScheduleSettings& settings);
 
+/// InputError naming the flags when a schedule of pbt or halving would never decide in a run
+/// of `epochs` epochs (decisions come after an epoch before the last: a multiple of the
+/// interval, and for pbt at or after the burn-in).
+void check_decides(const ScheduleSettings& settings, std::size_t epochs);
+
 /// "0.8,1.2" -> the two factors (InputError naming --pbt-perturb when malformed).
 std::pair<double, double> parse_perturb(const std::string& text);
 

@@ -343,6 +343,7 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
     const std::vector<std::string> values =
         a.range ? std::vector<std::string>{train::number_text(a.low), train::number_text(a.high)}
                 : a.values;
+    std::vector<std::pair<std::string, std::string>> taken;  // value as given, as the setting
     for (const std::string& v : values) {
       train::TrainConfig one = base;
       std::vector<train::Setting> own = train::settings(one);
@@ -358,6 +359,13 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
       } catch (const InputError& e) {
         throw InputError(where + "value " + v + ": " + e.what());
       }
+      const auto same = std::find_if(taken.begin(), taken.end(),
+                                     [&](const auto& t) { return t.second == s->get(); });
+      if (!a.range && same != taken.end()) {
+        throw InputError(where + "values " + same->first + " and " + v + " are the same " +
+                         a.setting + " (" + s->get() + "): their members would be the same runs");
+      }
+      taken.push_back({v, s->get()});
     }
   }
   if (space.random == 0) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,17 @@ struct Candidate {
 };
 
 }  // namespace
+
+nlohmann::json logit_histogram(const std::vector<double>& logits) {
+  // A logit is ln(w / (1 - w)) of a rank w that moves in halves: at most 2N + 1 values occur.
+  std::map<double, std::size_t> counts;
+  for (double l : logits)
+    ++counts[l];
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [logit, splits] : counts)
+    out.push_back({{"logit", io::json_number(logit)}, {"splits", splits}});
+  return out;
+}
 
 nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   std::vector<Candidate> candidates;
@@ -145,10 +157,9 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   j["slope"] = io::json_number(s.slope);
   j["splits"] = s.logits.size();
   j["dropped"] = s.dropped;
-  nlohmann::json logits = nlohmann::json::array();
-  for (double l : s.logits)
-    logits.push_back(io::json_number(l));
-  j["logits"] = logits;
+  if (!s.pbo_note.empty())
+    j["pbo_note"] = s.pbo_note;
+  j["logit_histogram"] = logit_histogram(s.logits);
   return j;
 }
 

@@ -33,6 +33,34 @@ std::string population_key(const train::TrainConfig& config) {
 
 }  // namespace
 
+namespace {
+
+// InputError naming two combinations that set every setting alike: their members (one a seed)
+// would be the same runs, and a selection among copies measures nothing.
+void check_distinct(const std::vector<Combination>& combinations, const SearchSpace& space,
+                    const train::TrainConfig& base) {
+  std::map<std::vector<std::string>, std::size_t> seen;
+  for (std::size_t c = 0; c < combinations.size(); ++c) {
+    std::vector<std::string> applied;  // each setting's value as the settings read it back
+    apply(base, combinations[c], base.seed, &applied);
+    const auto [at, added] = seen.insert({applied, c});
+    if (added)
+      continue;
+    std::string values;
+    for (const auto& [name, value] : combinations[c].values)
+      values += (values.empty() ? "" : " ") + name + "=" + value;
+    throw InputError(
+        (space.random > 0 ? "--random " + std::to_string(space.random) + ": draws "
+                          : std::string("combinations ")) +
+        std::to_string(at->second + 1) + " and " + std::to_string(c + 1) +
+        " are the same settings (" + (values.empty() ? "the base settings" : values) +
+        "): their members would be the same runs" +
+        (space.random > 0 ? "; draw from ranges (LO:HI) or from more values, or fewer times" : ""));
+  }
+}
+
+}  // namespace
+
 SweepPlan make_plan(const train::TrainConfig& base, const SearchSpace& space,
                     const std::string& directory, std::size_t most) {
   SweepPlan plan;
@@ -41,6 +69,7 @@ SweepPlan make_plan(const train::TrainConfig& base, const SearchSpace& space,
   plan.base = nlohmann::json::parse(train::settings_json(shared));
   plan.space = space;
   plan.combinations = combinations(space);
+  check_distinct(plan.combinations, space, base);
   plan.most = most > 0 ? most : 1;
   const std::vector<std::uint64_t> seeds =
       space.seeds.empty() ? std::vector<std::uint64_t>{base.seed} : space.seeds;

@@ -113,8 +113,11 @@ std::string population_line(const SweepPlan& plan, std::size_t p, double seconds
     finished += r.status == "finished" ? 1 : 0;
     stopped += r.status == "stopped early" ? 1 : 0;
     failed += r.status == "failed" ? 1 : 0;
-    const double s = r.validation_sharpe, b = plan.members[best].result.validation_sharpe;
-    if (std::isfinite(s) && (!std::isfinite(b) || s > b))
+    // The best of the members that did not fail (a failed member's Sharpe is not a result).
+    const MemberResult& b = plan.members[best].result;
+    const bool usable = r.status != "failed" && std::isfinite(r.validation_sharpe);
+    const bool best_usable = b.status != "failed" && std::isfinite(b.validation_sharpe);
+    if (usable && (!best_usable || r.validation_sharpe > b.validation_sharpe))
       best = id;
   }
   std::size_t done = 0, members_done = 0;
@@ -136,11 +139,15 @@ std::string population_line(const SweepPlan& plan, std::size_t p, double seconds
   if (!restarted.empty())
     line << "; trained again from the start, its checkpoints could not be resumed from: "
          << restarted;
-  line << "); best validation Sharpe "
-       << io::format_fixed(plan.members[best].result.validation_sharpe, 3) << " ("
-       << plan.members[best].run << "); " << io::format_fixed(seconds, 1) << " s; sweep "
-       << members_done << "/" << plan.members.size() << " members, " << done << "/"
-       << plan.populations.size() << " populations";
+  const MemberResult& b = plan.members[best].result;
+  if (b.status == "failed")
+    line << "); no member finished";
+  else
+    line << "); best validation Sharpe " << io::format_fixed(b.validation_sharpe, 3) << " ("
+         << plan.members[best].run << ")";
+  line << "; " << io::format_fixed(seconds, 1) << " s; sweep " << members_done << "/"
+       << plan.members.size() << " members, " << done << "/" << plan.populations.size()
+       << " populations";
   return line.str();
 }
 

@@ -4,8 +4,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <sstream>
+#include <type_traits>
 
 #include "dqntrader/core/error.hpp"
 
@@ -33,6 +35,14 @@ T parse_number(const std::string& name, const std::string& value) {
   const char* first = value.data();
   const char* last = first + value.size();
   const auto parsed = std::from_chars(first, last, result);
+  if (parsed.ec == std::errc::result_out_of_range && parsed.ptr == last) {
+    throw InputError("setting " + name + ": '" + value + "' is out of the range of the setting (" +
+                     (std::is_integral<T>::value
+                          ? "whole numbers from " + std::to_string(std::numeric_limits<T>::min()) +
+                                " to " + std::to_string(std::numeric_limits<T>::max())
+                          : std::string("a double")) +
+                     ")");
+  }
   if (parsed.ec != std::errc() || parsed.ptr != last) {
     throw InputError("setting " + name + ": cannot parse '" + value + "' as a number");
   }

@@ -22,6 +22,7 @@
 #include "dqntrader/core/transfer.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/io/atomic_file.hpp"
@@ -108,6 +109,16 @@ void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::str
                               [&](const Setting& s) { return s.name == item.key(); });
     if (found == all.end())
       throw InputError(source, 0, 0, "unknown setting '" + item.key() + "'");
+    const nlohmann::json& value = item.value();
+    if (value.is_object() || value.is_null() || (value.is_array() && !found->is_list)) {
+      throw InputError(source, 0, 0,
+                       "setting " + item.key() + ": expected " +
+                           (found->is_list     ? "a list or a comma-separated string"
+                            : found->is_flag   ? "true or false"
+                            : found->is_number ? "a number"
+                                               : "a string") +
+                           ", not " + value.dump());
+    }
     try {
       found->set(as_text(item.value()));
     } catch (const InputError& e) {
@@ -185,6 +196,34 @@ T read_pod(const std::vector<io::Section>& sections, const std::string& name,
   return value;
 }
 
+// "1 bar", "2 bars".
+std::string bars_text(std::size_t count) {
+  return std::to_string(count) + (count == 1 ? " bar" : " bars");
+}
+
+// InputError unless the bars of a separate test file all come after every bar training and
+// validation see: a test window that is not unseen measures nothing.
+void check_unseen(const RunData& run, const TrainConfig& config) {
+  std::int64_t last = run.bars.timestamp_ms.back();
+  std::string seen = run.bars.source;
+  if (run.validation.size() > 0 && run.validation.timestamp_ms.back() > last) {
+    last = run.validation.timestamp_ms.back();
+    seen = run.validation.source;
+  }
+  const auto& t = run.test.timestamp_ms;
+  const std::size_t overlapping =
+      static_cast<std::size_t>(std::upper_bound(t.begin(), t.end(), last) - t.begin());
+  if (overlapping == 0)
+    return;
+  throw InputError(
+      "--test-data " + config.test_data + ": its bars 0 .. " + std::to_string(overlapping - 1) +
+      " (" + data::format_iso8601_ms(t.front()) + " .. " +
+      data::format_iso8601_ms(t[overlapping - 1]) +
+      ") are not after the bars training and validation see, which end at " +
+      data::format_iso8601_ms(last) + " in " + seen +
+      "; a test window must come after them (give a later file, or --test-fraction instead)");
+}
+
 void remove_stale_temporaries(const std::string& dir) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
@@ -199,6 +238,14 @@ RunData load_run_data(const TrainConfig& config) {
   data::ColumnSelection columns;
   columns.names = config.feature_columns;
   columns.prefixes = config.feature_prefixes;
+  // A bar file of the setting `option`: a directory given for one is named as such.
+  auto load = [&columns](const char* option, const std::string& path) {
+    if (std::filesystem::is_directory(path)) {
+      throw InputError(std::string("--") + option + " " + path +
+                       " is a directory, not a bar file (CSV or .dqnbars)");
+    }
+    return data::load_bars(path, columns);
+  };
   RunData run;
   if (config.data.empty()) {
     data::SynthConfig synth;
@@ -206,12 +253,13 @@ RunData load_run_data(const TrainConfig& config) {
     synth.seed = config.seed;
     run.bars = data::generate_bars(synth);
   } else {
-    run.bars = data::load_bars(config.data, columns);
+    run.bars = load("data", config.data);
   }
   if (!config.val_data.empty())
-    run.validation = data::load_bars(config.val_data, columns);
+    run.validation = load("val-data", config.val_data);
   if (!config.test_data.empty()) {
-    run.test = data::load_bars(config.test_data, columns);
+    run.test = load("test-data", config.test_data);
+    check_unseen(run, config);
   } else if (config.test_fraction > 0.0) {
     // The test window is the tail of the last bars in time: the validation file's, or the
     // data's. What training and validation see is the rest.
@@ -221,13 +269,16 @@ RunData load_run_data(const TrainConfig& config) {
     if (held < 3 || held >= last.size()) {
       throw InputError(last.source, 0, 0,
                        "test-fraction " + number_text(config.test_fraction) + " of " +
-                           std::to_string(last.size()) + " bars leaves " + std::to_string(held) +
-                           " test bars; the test window needs at least 3 and bars before it "
+                           std::to_string(last.size()) + " bars leaves " + bars_text(held) +
+                           " for the test window, which needs at least 3 and bars before it "
                            "(or --test-fraction 0 for none)");
     }
     run.test = std::move(last);
     run.test_begin = run.test.size() - held;
     last = data::first_bars(run.test, run.test_begin);
+    run.cut = "test-fraction " + number_text(config.test_fraction) + " holds out the last " +
+              bars_text(held) + " of the " + bars_text(run.test.size()) + " in " + run.test.source +
+              " for the test window, leaving " + bars_text(run.test_begin);
   }
   if (run.has_test())
     run.test_fingerprint = fingerprint(run.test);
@@ -486,8 +537,8 @@ nlohmann::json end_epoch(MemberRun& run, const EpochReport& r, DqnTrainer& train
   log << "epoch " << r.epoch << "/" << epochs << "  loss " << io::format_fixed(r.loss, 5)
       << "  mean Q " << io::format_fixed(r.mean_q, 4) << "  eps " << io::format_fixed(r.epsilon, 3)
       << "  skipped " << r.skipped << "  restores " << r.restores << "  val sharpe "
-      << io::format_fixed(r.validation_sharpe, 3) << "  return "
-      << io::format_percent(v.total_return) << "  drawdown " << io::format_percent(v.max_drawdown)
+      << io::format_fixed(r.validation_sharpe, 3) << "  annual return "
+      << io::format_percent(v.cagr) << "  drawdown " << io::format_percent(v.max_drawdown)
       << "  time " << io::format_fixed(r.train_seconds, 2) << "s train + "
       << io::format_fixed(r.validation_seconds, 2) << "s val" << (improved ? "  *best" : "")
       << "\n";
@@ -580,12 +631,13 @@ void write_records(MemberRun& run, const nlohmann::json& record, const EpochRepo
 // the newest `keep` are kept.
 void write_checkpoint(const std::string& directory, std::size_t epoch, std::size_t keep,
                       const DqnTrainer& trainer, const std::vector<MemberRun>& runs,
-                      std::uint64_t fingerprint) {
+                      const RunData& data) {
   const std::size_t k = runs.size();
   std::vector<io::Section> sections = trainer.state();
   sections.push_back(pod("members", static_cast<std::uint64_t>(k)));
   sections.push_back(pod("epoch", static_cast<std::int64_t>(epoch)));
-  sections.push_back(pod("data_fingerprint", fingerprint));
+  sections.push_back(pod("data_fingerprint", data.fingerprint));
+  sections.push_back(pod("test_fingerprint", data.test_fingerprint));  // 0: no test window
   for (std::size_t m = 0; m < k; ++m) {
     const MemberRun& run = runs[m];
     sections.push_back({member_section("settings", m), identity(run.config).dump()});
@@ -617,8 +669,55 @@ void write_checkpoint(const std::string& directory, std::size_t epoch, std::size
 
 }  // namespace
 
+namespace {
+
+// The files a run writes in its directory (config.out): a run that starts again with --force
+// removes these and nothing else.
+bool run_file(const std::string& name) {
+  for (const char* file :
+       {"config.json", "metrics.jsonl", "timings.jsonl", "best.dqnpolicy", "last.dqnpolicy",
+        "baselines.json", "final_metrics.json", "fault_report.json", "report.html"}) {
+    if (name == file)
+      return true;
+  }
+  return name.rfind("checkpoint-", 0) == 0 && name.size() > 8 &&
+         name.compare(name.size() - 8, 8, ".dqnckpt") == 0;
+}
+
+void clear_run_files(const std::string& directory) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    if (run_file(entry.path().filename().string()))
+      std::filesystem::remove(entry.path());
+  }
+}
+
+}  // namespace
+
+std::string held_run(const std::string& directory) {
+  std::error_code error;
+  if (std::filesystem::exists(directory + "/sweep.json", error))
+    return "a sweep";
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    if (run_file(entry.path().filename().string()))
+      return "a training run";
+  }
+  return "";
+}
+
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
                        const ResumeOptions& resume) {
+  const std::string held = held_run(config.out);
+  if (held == "a sweep") {
+    throw InputError("--out " + config.out +
+                     " holds a sweep; a training run needs a directory of its own");
+  }
+  if (!held.empty() && !resume.resume && !resume.force) {
+    throw InputError("--out " + config.out + " holds a training run already: continue it with " +
+                     "--resume " + config.out +
+                     ", start it again with --force (which removes its files first), or choose " +
+                     "another --out");
+  }
   PopulationOptions options;
   options.checkpoints = config.out;
   RunResult result = run_population(space, {config}, options, log, resume).front();
@@ -653,7 +752,17 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     }
   }
 
-  DqnTrainer trainer(space, configs, bars, run_data.separate_validation());
+  // Bars too few for training and validation say so; where the test window took most of them,
+  // the message says that too.
+  std::optional<DqnTrainer> made;
+  try {
+    made.emplace(space, configs, bars, run_data.separate_validation());
+  } catch (const InputError& e) {
+    if (run_data.cut.empty())
+      throw;
+    throw InputError(std::string(e.what()) + " (" + run_data.cut + ")");
+  }
+  DqnTrainer& trainer = *made;
   // The test bars' features, checked now (columns, length) and used once, when the run ends.
   std::optional<data::FeatureSet> test_features;
   if (run_data.has_test()) {
@@ -669,6 +778,8 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   if (error)
     throw Error("cannot create the directory '" + options.checkpoints + "': " + error.message());
   remove_stale_temporaries(options.checkpoints);
+  if (!resume.resume && resume.force)
+    clear_run_files(options.checkpoints);
   for (const MemberRun& run : runs) {
     std::filesystem::create_directories(run.config.out, error);
     if (error)
@@ -712,6 +823,15 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     }
     if (read_pod<std::uint64_t>(sections, "data_fingerprint", source) != data_fingerprint) {
       differences += "\n  the data differ from the checkpoint's (fingerprints do not match)";
+    }
+    // The test window's bars too (checkpoints written before they were recorded have none).
+    if (std::any_of(sections.begin(), sections.end(),
+                    [](const io::Section& s) { return s.name == "test_fingerprint"; }) &&
+        read_pod<std::uint64_t>(sections, "test_fingerprint", source) !=
+            run_data.test_fingerprint) {
+      differences +=
+          "\n  the test window's data differ from the checkpoint's (fingerprints do "
+          "not match): its numbers would not be the run's";
     }
     if (!differences.empty()) {
       if (!resume.force) {
@@ -803,8 +923,8 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
   log << "baselines on the validation window:";
   for (const Baseline& b : baselines) {
     log << (&b == &baselines.front() ? " " : "; ") << b.policy << " sharpe "
-        << io::format_fixed(b.validation_sharpe, 3) << " return "
-        << io::format_percent(b.windows.front().total_return);
+        << io::format_fixed(b.validation_sharpe, 3) << " annual return "
+        << io::format_percent(b.windows.front().cagr);
   }
   log << "\n";
 
@@ -846,8 +966,7 @@ std::vector<RunResult> run_population(const ExecSpace& space, const std::vector<
     // when every member failed.
     if (std::all_of(runs.begin(), runs.end(), [](const MemberRun& r) { return r.result.failed; }))
       break;
-    write_checkpoint(options.checkpoints, epoch, population.checkpoints, trainer, runs,
-                     data_fingerprint);
+    write_checkpoint(options.checkpoints, epoch, population.checkpoints, trainer, runs, run_data);
     // Members that stopped early close their run now (they take no more steps), and their
     // slots are freed: from the next epoch on they cost nothing.
     for (std::size_t m = 0; m < k; ++m) {

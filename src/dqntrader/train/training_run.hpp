@@ -72,14 +72,20 @@ struct RunResult {
 
 struct ResumeOptions {
   bool resume = false;  // continue from the newest valid checkpoint in config.out
-  bool force =
-      false;  // even when settings or data differ from the checkpoint's (says what differs)
+  // With resume: even when settings or data differ from the checkpoint's (says what differs).
+  // Without: start again in a run directory that holds a run, clearing its files first.
+  bool force = false;
 };
+
+/// What a directory holds of dqntrader's: "a sweep" (sweep.json), "a training run" (a run's
+/// config.json, records, policies or checkpoints), or "" (nothing, or no directory).
+std::string held_run(const std::string& directory);
 
 /// The bars a run learns and validates on, as its settings say (the data file or the built-in
 /// market; the separate validation file, if any), and apart from them the test window's: the
 /// test file, or the last test_fraction of the validation file (or, without one, of the data),
-/// cut off before training sees the rest.
+/// cut off before training sees the rest. InputError for a directory given as a bar file, and
+/// for a test file whose bars do not all come after the training and validation bars.
 struct RunData {
   data::Bars bars;                // training (and, without a validation file, validation) bars
   data::Bars validation;          // empty without val_data
@@ -89,6 +95,8 @@ struct RunData {
   data::Bars test;
   std::size_t test_begin = 0;
   std::uint64_t test_fingerprint = 0;
+  // How test-fraction cut the test window off the bars (empty for a test file, or none).
+  std::string cut;
 
   const data::Bars* separate_validation() const {
     return validation.size() > 0 ? &validation : nullptr;
@@ -115,7 +123,8 @@ std::vector<Baseline> evaluate_baselines(const ExecSpace& space, const data::Bar
 nlohmann::json baselines_json(const std::vector<Baseline>& baselines);
 
 /// Runs training as config says, in config.out; progress and one summary line per epoch go to
-/// log. Error when the fault budget stopped it.
+/// log. Error when the fault budget stopped it. InputError, before anything is written, when
+/// config.out holds a sweep, or a training run and resume asks neither to resume nor to force.
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
                        const ResumeOptions& resume = {});
 
