@@ -87,9 +87,11 @@ esac
 # ---------------------------------------------------------------------------------------
 # OpenBLAS built for OpenMP: it runs on the OpenMP threads Kokkos already has, where the
 # pthreads build would compete with them for the cores.
-# python3-numpy: the tests' float64 oracles (tests/oracles/).
+# libxxhash-dev: the files' checksum (XXH64). python3-numpy, python3-xxhash: the tests'
+# float64 oracles (tests/oracles/).
 packages=(cmake ninja-build g++ make patch pkg-config libgtest-dev libbenchmark-dev
-          libopenblas-openmp-dev libcli11-dev nlohmann-json3-dev dpkg-dev python3 python3-numpy)
+          libopenblas-openmp-dev libcli11-dev nlohmann-json3-dev libxxhash-dev dpkg-dev python3
+          python3-numpy python3-xxhash)
 [ "$bench" = 1 ] && packages+=(python3-torch)
 [ "$browser" = 1 ] && packages+=(chromium)
 [ "$mpi" = 1 ] && packages+=(libopenmpi-dev openmpi-bin)

@@ -55,44 +55,6 @@ std::string metrics_table(const std::vector<std::string>& names,
   return out.str();
 }
 
-// A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
-// (first = true, --from) or the last bar at or before it (--to). InputError naming the option.
-std::size_t bar_of(const std::string& option, const std::string& text, const data::Bars& bars,
-                   bool first) {
-  const std::string name = "--" + option;
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
-    unsigned long long index = 0;
-    try {
-      index = std::stoull(text);
-    } catch (const std::out_of_range&) {
-      index = std::numeric_limits<unsigned long long>::max();
-    }
-    if (index >= bars.size()) {
-      throw InputError(name + " " + text + ": the data has bars 0 .. " +
-                       std::to_string(bars.size() - 1));
-    }
-    return static_cast<std::size_t>(index);
-  }
-  const std::optional<std::int64_t> ms = data::parse_iso8601_ms(text);
-  if (!ms) {
-    throw InputError(name + " '" + text +
-                     "': expected a bar index or an ISO-8601 timestamp (YYYY-MM-DD[THH:MM[:SS]])");
-  }
-  const auto& t = bars.timestamp_ms;
-  const std::string range =
-      data::format_iso8601_ms(t.front()) + " .. " + data::format_iso8601_ms(t.back());
-  if (first) {
-    const auto at = std::lower_bound(t.begin(), t.end(), *ms);
-    if (at == t.end())
-      throw InputError(name + " " + text + " comes after the data's last bar (" + range + ")");
-    return static_cast<std::size_t>(at - t.begin());
-  }
-  const auto after = std::upper_bound(t.begin(), t.end(), *ms);
-  if (after == t.begin())
-    throw InputError(name + " " + text + " comes before the data's first bar (" + range + ")");
-  return static_cast<std::size_t>(after - t.begin()) - 1;
-}
-
 // A weight file read, with what decides whether it can share an evaluator with others.
 struct WeightPolicy {
   std::string path;
@@ -168,8 +130,8 @@ PolicyFiles read_policy_files(const std::vector<std::string>& paths) {
 std::vector<eval::BarRange> backtest_windows(const std::string& from, const std::string& to,
                                              std::size_t count, const data::Bars& bars,
                                              std::size_t warmup) {
-  const std::size_t first = from.empty() ? warmup : bar_of("from", from, bars, true);
-  const std::size_t last = to.empty() ? bars.size() - 1 : bar_of("to", to, bars, false);
+  const std::size_t first = from.empty() ? warmup : bar_index("from", from, bars, true);
+  const std::size_t last = to.empty() ? bars.size() - 1 : bar_index("to", to, bars, false);
   if (first < warmup) {
     throw InputError("--from " + from + " selects bar " + std::to_string(first) + ", before bar " +
                      std::to_string(warmup) +

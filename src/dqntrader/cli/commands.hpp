@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dqntrader/core/types.hpp"
+#include "dqntrader/data/bars.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::cli {
@@ -28,6 +29,7 @@ Command add_train(CLI::App& app);
 Command add_sweep(CLI::App& app);
 Command add_settings(CLI::App& app);
 Command add_report(CLI::App& app);
+Command add_act(CLI::App& app);
 
 /// Every training setting as an option --name of a subcommand, whose given values apply() sets.
 class SettingFlags {
@@ -60,6 +62,11 @@ void write_output(const std::string& path, const std::string& text);
 /// A validator of a count or a seed: digits only (a '-' would wrap around to a huge unsigned
 /// number), at least `least` and at most 2^64 - 1; its messages quote what was typed.
 CLI::Validator whole_number(std::uint64_t least = 0);
+
+/// A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
+/// (first = true, --from) or the last bar at or before it (--to). InputError naming --option.
+std::size_t bar_index(const std::string& option, const std::string& text, const data::Bars& bars,
+                      bool first);
 
 /// InputError naming the option and the path when path is a directory: an input file is
 /// meant (a bar file, a policy file).

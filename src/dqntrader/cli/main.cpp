@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       dqntrader::cli::add_info(app),     dqntrader::cli::add_synth(app),
       dqntrader::cli::add_cache(app),    dqntrader::cli::add_backtest(app),
       dqntrader::cli::add_train(app),    dqntrader::cli::add_sweep(app),
-      dqntrader::cli::add_settings(app), dqntrader::cli::add_report(app)};
+      dqntrader::cli::add_settings(app), dqntrader::cli::add_report(app),
+      dqntrader::cli::add_act(app)};
 
   try {
     app.parse(argc, argv);

@@ -9,7 +9,7 @@
 //   C x { u16 name length, name bytes, u8 kind (0 = int64, 1 = float64) }
 //   zero padding to a multiple of 8 bytes
 //   C x N x 8 bytes        the columns, one after another, in header order
-//   u64 checksum           Hasher64 over every byte before it
+//   u64 checksum           XXH64 (seed 0) of every byte before it
 // Columns: timestamp_ms (int64), open, high, low, close, then volume and ofi when present,
 // then the extra feature columns, all float64.
 #pragma once

@@ -13,22 +13,35 @@ bool ColumnSelection::selects(const std::string& column) const {
 }
 
 Bars first_bars(const Bars& bars, std::size_t count) {
-  count = std::min(count, bars.size());
-  auto cut = [count](auto& column) {
-    if (column.size() > count)
-      column.resize(count);
+  return bars_between(bars, 0, count);
+}
+
+Bars bars_between(const Bars& bars, std::size_t begin, std::size_t end) {
+  end = std::min(end, bars.size());
+  begin = std::min(begin, end);
+  auto cut = [begin, end](auto& to, const auto& from) {
+    if (!from.empty())  // an absent optional column stays absent
+      to.assign(from.begin() + static_cast<std::ptrdiff_t>(begin),
+                from.begin() + static_cast<std::ptrdiff_t>(end));
   };
-  Bars first = bars;
-  cut(first.timestamp_ms);
-  cut(first.open);
-  cut(first.high);
-  cut(first.low);
-  cut(first.close);
-  cut(first.volume);
-  cut(first.ofi);
-  for (NamedColumn& c : first.extra)
-    cut(c.values);
-  return first;
+  Bars out;
+  out.source = bars.source;
+  cut(out.timestamp_ms, bars.timestamp_ms);
+  cut(out.open, bars.open);
+  cut(out.high, bars.high);
+  cut(out.low, bars.low);
+  cut(out.close, bars.close);
+  cut(out.volume, bars.volume);
+  cut(out.ofi, bars.ofi);
+  for (const NamedColumn& c : bars.extra) {
+    out.extra.push_back(NamedColumn{c.name, {}});
+    cut(out.extra.back().values, c.values);
+  }
+  return out;
+}
+
+Bars last_bars(const Bars& bars, std::size_t count) {
+  return bars_between(bars, bars.size() > count ? bars.size() - count : 0, bars.size());
 }
 
 }  // namespace dqntrader::data

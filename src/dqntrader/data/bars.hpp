@@ -33,6 +33,12 @@ struct Bars {
 /// The first count bars of bars (all of them when count is larger), every column cut alike.
 Bars first_bars(const Bars& bars, std::size_t count);
 
+/// Bars [begin, end) of bars, every column cut alike (end clamped to the size).
+Bars bars_between(const Bars& bars, std::size_t begin, std::size_t end);
+
+/// The last count bars of bars (all of them when count is larger).
+Bars last_bars(const Bars& bars, std::size_t count);
+
 /// Which optional numeric columns a loader keeps as extra features: the named ones and
 /// every column whose name starts with one of the prefixes.
 struct ColumnSelection {

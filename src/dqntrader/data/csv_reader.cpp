@@ -57,72 +57,64 @@ void split(std::string_view line, std::vector<Field>& fields) {
   }
 }
 
-class Reader {
- public:
-  Reader(const std::string& path, const ColumnSelection& selection)
-      : m_path(path), m_selection(selection) {}
+// Rejects binary content (a control character other than tab and carriage return) before
+// trying to make sense of text as rows; line numbers count from first_line.
+void check_text(std::string_view text, const std::string& source, std::size_t first_line) {
+  std::size_t line = first_line, column = 1;
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u == '\n') {
+      ++line;
+      column = 1;
+      continue;
+    }
+    if (u < 0x20 && u != '\t' && u != '\r') {
+      std::ostringstream what;
+      what << "binary data (byte 0x" << std::hex << static_cast<unsigned>(u)
+           << "): not a CSV text file";
+      throw InputError(source, line, column, what.str());
+    }
+    ++column;
+  }
+}
 
-  Bars read() {
-    const std::string content = slurp();
-    std::string_view text = content;
-    if (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0) {
-      text.remove_prefix(3);  // UTF-8 byte-order mark (invisible: columns count after it)
+}  // namespace
+
+class CsvBarParser::Impl {
+ public:
+  Impl(const std::string& source, const ColumnSelection& selection)
+      : m_path(source), m_selection(selection) {
+    m_bars.source = source;
+  }
+
+  bool line(std::string_view line) {
+    ++m_line;
+    if (m_line == 1 && line.size() >= 3 && std::memcmp(line.data(), "\xEF\xBB\xBF", 3) == 0)
+      line.remove_prefix(3);  // UTF-8 byte-order mark (invisible: columns count after it)
+    check_text(line, m_path, m_line);
+    if (!line.empty() && line.back() == '\r')
+      line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos)
+      return false;
+    split(line, m_fields);
+    if (!m_header_seen) {
+      header(m_fields, m_line);
+      m_header_seen = true;
+      return false;
     }
-    check_text(text);
-    std::size_t at = 0, line_number = 0;
-    bool header_seen = false;
-    std::vector<Field> fields;
-    while (at < text.size()) {
-      std::size_t end = text.find('\n', at);
-      if (end == std::string_view::npos)
-        end = text.size();
-      std::string_view line = text.substr(at, end - at);
-      if (!line.empty() && line.back() == '\r')
-        line.remove_suffix(1);
-      ++line_number;
-      at = end + 1;
-      if (line.find_first_not_of(" \t") == std::string_view::npos)
-        continue;
-      split(line, fields);
-      if (!header_seen) {
-        header(fields, line_number);
-        header_seen = true;
-      } else {
-        row(fields, line_number, line.size());
-      }
-    }
-    if (!header_seen)
+    row(m_fields, m_line, line.size());
+    return true;
+  }
+
+  void finish() const {
+    if (!m_header_seen)
       fail(1, 1, "empty file: expected a header row naming the columns");
     if (m_bars.size() == 0)
-      fail(line_number + 1, 1, "no data rows after the header");
-    return std::move(m_bars);
+      fail(m_line + 1, 1, "no data rows after the header");
   }
 
- private:
   [[noreturn]] void fail(std::size_t line, std::size_t column, const std::string& what) const {
     throw InputError(m_path, line, column, what);
-  }
-
-  std::string slurp() const { return io::read_file(m_path); }
-
-  // Rejects binary content before trying to make sense of it as rows.
-  void check_text(std::string_view text) const {
-    std::size_t line = 1, column = 1;
-    for (char c : text) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      if (u == '\n') {
-        ++line;
-        column = 1;
-        continue;
-      }
-      if (u < 0x20 && u != '\t' && u != '\r') {
-        std::ostringstream what;
-        what << "binary data (byte 0x" << std::hex << static_cast<unsigned>(u)
-             << "): not a CSV text file";
-        fail(line, column, what.str());
-      }
-      ++column;
-    }
   }
 
   void header(const std::vector<Field>& fields, std::size_t line) {
@@ -301,7 +293,10 @@ class Reader {
   }
 
   std::string m_path;
-  const ColumnSelection& m_selection;
+  ColumnSelection m_selection;
+  std::size_t m_line = 0;
+  bool m_header_seen = false;
+  std::vector<Field> m_fields;
   std::vector<std::string> m_names;
   std::size_t m_timestamp = 0, m_open = 0, m_high = 0, m_low = 0, m_close = 0;
   std::optional<std::size_t> m_volume, m_ofi;
@@ -310,10 +305,49 @@ class Reader {
   Bars m_bars;
 };
 
-}  // namespace
+CsvBarParser::CsvBarParser(const std::string& source, const ColumnSelection& selection)
+    : m_impl(std::make_unique<Impl>(source, selection)) {}
+
+CsvBarParser::~CsvBarParser() = default;
+
+bool CsvBarParser::line(std::string_view text) {
+  return m_impl->line(text);
+}
+
+void CsvBarParser::finish() const {
+  m_impl->finish();
+}
+
+const Bars& CsvBarParser::bars() const {
+  return m_impl->m_bars;
+}
+
+void CsvBarParser::keep_last(std::size_t count) {
+  Bars& bars = m_impl->m_bars;
+  if (bars.size() <= count)
+    return;
+  bars = last_bars(bars, count);
+}
+
+std::size_t CsvBarParser::lines() const {
+  return m_impl->m_line;
+}
 
 Bars read_bars_csv(const std::string& path, const ColumnSelection& selection) {
-  return Reader(path, selection).read();
+  const std::string content = io::read_file(path);
+  const std::string_view text = content;
+  CsvBarParser parser(path, selection);
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos)
+      end = text.size();
+    parser.line(text.substr(at, end - at));
+    at = end + 1;
+  }
+  parser.finish();
+  Bars bars = parser.bars();
+  return bars;
 }
 
 void write_bars_csv(const std::string& path, const Bars& bars) {

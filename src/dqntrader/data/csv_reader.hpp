@@ -1,11 +1,44 @@
 // Reads bars from a CSV file and validates every value.
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "dqntrader/data/bars.hpp"
 
 namespace dqntrader::data {
+
+/// Bars from CSV text fed a line at a time (without its line end), validated as read_bars_csv
+/// validates a file: the first non-empty line is the header, every later one a bar checked
+/// against the bars before it. Throws InputError "source:line:column: what" on the first
+/// problem (the bars before it stay). read_bars_csv reads a file through it, and `dqntrader
+/// act --follow` a stream.
+class CsvBarParser {
+ public:
+  CsvBarParser(const std::string& source, const ColumnSelection& selection = {});
+  ~CsvBarParser();
+  CsvBarParser(const CsvBarParser&) = delete;
+  CsvBarParser& operator=(const CsvBarParser&) = delete;
+
+  /// Takes the next line; true when it added a bar (false for the header and blank lines).
+  bool line(std::string_view text);
+  /// InputError unless a header and at least one bar were read (the end of a file).
+  void finish() const;
+  /// The bars read (those keep_last left).
+  const Bars& bars() const;
+  /// Drops all but the last count bars (a stream keeps what its decisions read); the next
+  /// bar is still checked against the last one read.
+  void keep_last(std::size_t count);
+  /// Lines taken so far.
+  std::size_t lines() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> m_impl;
+};
 
 /// Reads a CSV file whose first row names the columns. Required: timestamp (integer epoch
 /// seconds or milliseconds, or ISO-8601), open, high, low, close. Optional: volume, ofi,

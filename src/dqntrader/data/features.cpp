@@ -68,6 +68,17 @@ FeatureSpec resolve_features(const FeatureConfig& config, const Bars& bars) {
 }
 
 void check_features_available(const FeatureSpec& spec, const Bars& bars, std::size_t min_bars) {
+  check_feature_columns(spec, bars);
+  if (bars.size() < spec.warmup() + min_bars) {
+    throw InputError(bars.source, 0, 0,
+                     "too few bars: " + std::to_string(bars.size()) +
+                         " given, the feature window needs " + std::to_string(spec.warmup()) +
+                         " before the first usable bar and " + std::to_string(min_bars) +
+                         " usable bars are needed");
+  }
+}
+
+void check_feature_columns(const FeatureSpec& spec, const Bars& bars) {
   if (spec.ofi_window > 0 && !bars.has_ofi()) {
     throw InputError(bars.source, 0, 0,
                      "the model uses ofi features but the data has no 'ofi' column");
@@ -79,13 +90,6 @@ void check_features_available(const FeatureSpec& spec, const Bars& bars, std::si
       throw InputError(bars.source, 0, 0,
                        "the model uses the column '" + name + "', which the data lacks");
     }
-  }
-  if (bars.size() < spec.warmup() + min_bars) {
-    throw InputError(bars.source, 0, 0,
-                     "too few bars: " + std::to_string(bars.size()) +
-                         " given, the feature window needs " + std::to_string(spec.warmup()) +
-                         " before the first usable bar and " + std::to_string(min_bars) +
-                         " usable bars are needed");
   }
 }
 
@@ -125,12 +129,11 @@ struct ColumnSums {
 };
 
 template <class T>
-Matrix<T> standardize(const ExecSpace& space, const Matrix<const float>& raw,
-                      const FeatureStats& stats, std::size_t warmup, std::size_t columns,
-                      const char* label) {
+void standardize_into(const ExecSpace& space, const Matrix<const float>& raw,
+                      const FeatureStats& stats, std::size_t warmup, const Matrix<T>& out) {
   const std::size_t n = raw.extent(0), f_count = raw.extent(1);
-  if (columns < f_count)
-    throw InputError("standardized features need at least as many columns as features");
+  if (out.extent(1) < f_count || out.extent(0) != n)
+    throw InputError("standardized features need a row a bar and a column a feature at least");
   std::vector<double> scale(f_count), shift(f_count);
   for (std::size_t f = 0; f < f_count; ++f) {
     scale[f] = 1.0 / stats.stdev[f];
@@ -138,7 +141,6 @@ Matrix<T> standardize(const ExecSpace& space, const Matrix<const float>& raw,
   }
   auto scale_d = upload(space, scale, "dqntrader::features::scale");
   auto shift_d = upload(space, shift, "dqntrader::features::shift");
-  Matrix<T> out(Kokkos::view_alloc(space, std::string(label)), n, columns);  // padding stays 0
   Kokkos::parallel_for(
       "dqntrader::features::standardize",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {warmup, std::size_t{0}},
@@ -147,24 +149,33 @@ Matrix<T> standardize(const ExecSpace& space, const Matrix<const float>& raw,
         store(out(t, f), static_cast<float>((raw(t, f) - shift_d(f)) * scale_d(f)));
       });
   compat::fence(space, "dqntrader::features::standardize: scale and shift are released on return");
+}
+
+template <class T>
+Matrix<T> standardize(const ExecSpace& space, const Matrix<const float>& raw,
+                      const FeatureStats& stats, std::size_t warmup, std::size_t columns,
+                      const char* label) {
+  const std::size_t n = raw.extent(0), f_count = raw.extent(1);
+  if (columns < f_count)
+    throw InputError("standardized features need at least as many columns as features");
+  Matrix<T> out(Kokkos::view_alloc(space, std::string(label)), n, columns);  // padding stays 0
+  standardize_into(space, raw, stats, warmup, out);
   return out;
 }
 
 // (Kernels live in free functions: CUDA allows no device lambda in a constructor.)
-Matrix<float> raw_features(const ExecSpace& space, const FeatureSpec& spec,
-                           const Kokkos::View<const double*, DeviceMemory>& close,
-                           const Kokkos::View<const double*, DeviceMemory>& ofi,
-                           const Kokkos::View<const double*, DeviceMemory>& extra) {
+// The raw features of every bar from the warm-up on into raw, through log_return.
+void raw_features(const ExecSpace& space, const FeatureSpec& spec,
+                  const Kokkos::View<const double*, DeviceMemory>& close,
+                  const Kokkos::View<const double*, DeviceMemory>& ofi,
+                  const Kokkos::View<const double*, DeviceMemory>& extra,
+                  const Kokkos::View<double*, DeviceMemory>& log_return, const Matrix<float>& raw) {
   const std::size_t n = close.extent(0);
-  Kokkos::View<double*, DeviceMemory> log_return(
-      Kokkos::view_alloc(space, std::string("dqntrader::features::log_return")), n);
   Kokkos::parallel_for(
       "dqntrader::features::log_returns", Kokkos::RangePolicy<ExecSpace>(space, 1, n),
       KOKKOS_LAMBDA(const std::size_t t) {
         log_return(t) = compat::kmath::log(close(t) / close(t - 1));
       });
-  const std::size_t f_count = spec.count();
-  Matrix<float> raw(Kokkos::view_alloc(space, std::string("dqntrader::features::raw")), n, f_count);
   const int rw = spec.return_window, vw = spec.volatility_window, ow = spec.ofi_window;
   const std::size_t extras = spec.extra.size();
   Kokkos::parallel_for(
@@ -189,8 +200,19 @@ Matrix<float> raw_features(const ExecSpace& space, const FeatureSpec& spec,
           raw(t, f++) = static_cast<float>(extra(t * extras + e));
         }
       });
-  compat::fence(space, "dqntrader::features::raw: log returns are released on return");
-  return raw;
+}
+
+// The extra columns of bars that spec uses, interleaved: value [t * extras + e].
+std::vector<double> extra_values(const FeatureSpec& spec, const Bars& bars) {
+  const std::size_t n = bars.size();
+  std::vector<double> values(n * spec.extra.size());
+  for (std::size_t e = 0; e < spec.extra.size(); ++e) {
+    const auto column = std::find_if(bars.extra.begin(), bars.extra.end(),
+                                     [&](const NamedColumn& c) { return c.name == spec.extra[e]; });
+    for (std::size_t t = 0; t < n; ++t)
+      values[t * spec.extra.size() + e] = column->values[t];
+  }
+  return values;
 }
 
 }  // namespace
@@ -202,16 +224,31 @@ FeatureSet::FeatureSet(const ExecSpace& space, const Bars& bars, const FeatureSp
   m_close = upload(space, bars.close, "dqntrader::features::close");
   if (spec.ofi_window > 0)
     m_ofi = upload(space, bars.ofi, "dqntrader::features::ofi");
-  std::vector<double> extra_values(n * spec.extra.size());
-  for (std::size_t e = 0; e < spec.extra.size(); ++e) {
-    const auto column = std::find_if(bars.extra.begin(), bars.extra.end(),
-                                     [&](const NamedColumn& c) { return c.name == spec.extra[e]; });
-    for (std::size_t t = 0; t < n; ++t)
-      extra_values[t * spec.extra.size() + e] = column->values[t];
-  }
-  auto extra = upload(space, extra_values, "dqntrader::features::extra");
+  m_extra = upload(space, extra_values(spec, bars), "dqntrader::features::extra");
+  m_log_return = Kokkos::View<double*, DeviceMemory>(
+      Kokkos::view_alloc(space, std::string("dqntrader::features::log_return")), n);
+  m_raw = Matrix<float>(Kokkos::view_alloc(space, std::string("dqntrader::features::raw")), n,
+                        spec.count());
+  raw_features(space, spec, m_close, m_ofi, m_extra, m_log_return, m_raw);
+}
 
-  m_raw = raw_features(space, spec, m_close, m_ofi, extra);
+void FeatureSet::refresh(const Bars& bars) {
+  check_features_available(m_spec, bars, 1);
+  if (bars.size() != this->bars())
+    throw InputError("refreshed features need as many bars as before");
+  auto copy = [&](const std::vector<double>& from, const Kokkos::View<double*, DeviceMemory>& to) {
+    Kokkos::deep_copy(
+        m_space, to,
+        Kokkos::View<const double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+            from.data(), from.size()));
+  };
+  copy(bars.close, m_close);
+  if (m_spec.ofi_window > 0)
+    copy(bars.ofi, m_ofi);
+  const std::vector<double> extra = extra_values(m_spec, bars);
+  copy(extra, m_extra);
+  raw_features(m_space, m_spec, m_close, m_ofi, m_extra, m_log_return, m_raw);
+  compat::fence(m_space, "dqntrader::features::refresh: the host's bars may go away on return");
 }
 
 FeatureStats FeatureSet::fit(std::size_t begin, std::size_t end) const {
@@ -252,6 +289,14 @@ Matrix<float> FeatureSet::standardized_float(const FeatureStats& stats, std::siz
 Matrix<bf16> FeatureSet::standardized_bf16(const FeatureStats& stats, std::size_t columns) const {
   return standardize<bf16>(m_space, m_raw, stats, m_spec.warmup(),
                            std::max(columns, m_spec.count()), "dqntrader::features::standardized");
+}
+
+void FeatureSet::standardize_into(const FeatureStats& stats, const Matrix<float>& out) const {
+  data::standardize_into<float>(m_space, m_raw, stats, m_spec.warmup(), out);
+}
+
+void FeatureSet::standardize_into(const FeatureStats& stats, const Matrix<bf16>& out) const {
+  data::standardize_into<bf16>(m_space, m_raw, stats, m_spec.warmup(), out);
 }
 
 }  // namespace dqntrader::data

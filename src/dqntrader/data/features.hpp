@@ -56,6 +56,9 @@ FeatureSpec resolve_features(const FeatureConfig& config, const Bars& bars);
 /// few bars for its warm-up plus min_bars usable bars.
 void check_features_available(const FeatureSpec& spec, const Bars& bars, std::size_t min_bars);
 
+/// Throws InputError (naming the source and the column) when bars lack a column spec needs.
+void check_feature_columns(const FeatureSpec& spec, const Bars& bars);
+
 /// Training-window statistics of each feature.
 struct FeatureStats {
   std::vector<double> mean, stdev;
@@ -77,6 +80,13 @@ class FeatureSet {
   /// start at the alignment tensor-core products want).
   Matrix<float> standardized_float(const FeatureStats& stats, std::size_t columns = 0) const;
   Matrix<bf16> standardized_bf16(const FeatureStats& stats, std::size_t columns = 0) const;
+  /// The same into a matrix of the same shape that one of them returned, again.
+  void standardize_into(const FeatureStats& stats, const Matrix<float>& out) const;
+  void standardize_into(const FeatureStats& stats, const Matrix<bf16>& out) const;
+
+  /// The features of other bars as many as these (a stream's latest window), computed into the
+  /// buffers these have: nothing is allocated.
+  void refresh(const Bars& bars);
 
   const FeatureSpec& spec() const { return m_spec; }
   std::size_t bars() const { return m_close.extent(0); }
@@ -88,7 +98,7 @@ class FeatureSet {
  private:
   ExecSpace m_space;
   FeatureSpec m_spec;
-  Kokkos::View<double*, DeviceMemory> m_close, m_ofi;
+  Kokkos::View<double*, DeviceMemory> m_close, m_ofi, m_extra, m_log_return;
   Matrix<float> m_raw;
 };
 

@@ -179,6 +179,35 @@ void argmax_maps(const ExecSpace& space, const MatrixBatch<const float>& q, std:
       });
 }
 
+// all_q[((first + i) * positions + p) * actions + a] = q of policy 0 at bar first + i, incoming
+// position p: a chunk's Q-values kept.
+void keep_q(const ExecSpace& space, const MatrixBatch<const float>& q, std::size_t actions,
+            std::size_t positions, std::size_t c, const Kokkos::View<float*, DeviceMemory>& all_q,
+            std::size_t first) {
+  Kokkos::parallel_for(
+      "dqntrader::eval::keep_q", Kokkos::RangePolicy<ExecSpace>(space, 0, c * positions * actions),
+      KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t i = flat / (positions * actions), p = flat / actions % positions,
+                          a = flat % actions;
+        all_q(((first + i) * positions + p) * actions + a) = q(0, p * c + i, a);
+      });
+}
+
+// taken(i, a) = the Q-values of decision i for the position it came in with: the start for the
+// first, the path's previous position after.
+void take_q(const ExecSpace& space, const Kokkos::View<const float*, DeviceMemory>& all_q,
+            const Kokkos::View<const std::int8_t*, DeviceMemory>& path, std::size_t start,
+            std::size_t positions, const Kokkos::View<float**, DeviceMemory>& taken) {
+  const std::size_t n = path.extent(0), actions = taken.extent(1);
+  Kokkos::parallel_for(
+      "dqntrader::eval::take_q", Kokkos::RangePolicy<ExecSpace>(space, 0, n * actions),
+      KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t i = flat / actions, a = flat % actions;
+        const std::size_t incoming = i == 0 ? start : static_cast<std::size_t>(path(i - 1));
+        taken(i, a) = all_q((i * positions + incoming) * actions + a);
+      });
+}
+
 }  // namespace
 
 class QPolicy::Engine {
@@ -186,6 +215,11 @@ class QPolicy::Engine {
   virtual ~Engine() = default;
   virtual void enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
                        std::size_t n) = 0;
+  virtual void prepare(const ExecSpace& space, const ParameterRows& parameters) = 0;
+  virtual void enqueue_taken(const ExecSpace& space, std::size_t begin, std::size_t n,
+                             std::size_t start,
+                             const Kokkos::View<float**, DeviceMemory>& taken) = 0;
+  virtual void restandardize(const data::FeatureSet& features, const data::FeatureStats& stats) = 0;
   virtual std::vector<float> q_values(const ExecSpace& space, const ParameterRows& parameters,
                                       std::size_t k, std::size_t begin, std::size_t n) = 0;
   std::size_t max_policies = 0, max_decisions = 0;
@@ -206,13 +240,14 @@ template <class T>
 class EngineImpl final : public QPolicy::Engine {
  public:
   EngineImpl(const ExecSpace& space, const nn::NetworkSpec& spec, Precision precision,
-             Matrix<const T> features, std::size_t policies, std::size_t chunk,
-             std::size_t decisions, std::size_t flat_index)
+             Matrix<T> features, std::size_t policies, std::size_t chunk, std::size_t decisions,
+             std::size_t start_index)
       : m_layout(spec),
         m_precision(precision),
+        m_own_features(features),
         m_features(features),
         m_chunk(chunk),
-        m_flat(flat_index) {
+        m_start(start_index) {
     max_policies = policies;
     max_decisions = decisions;
     const std::size_t positions = spec.positions, first_width = spec.hidden.front();
@@ -249,26 +284,52 @@ class EngineImpl final : public QPolicy::Engine {
 
   void enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
                std::size_t n) override {
-    const std::size_t positions = m_layout.spec().positions;
-    forward(space, parameters, begin, n,
-            [&](std::size_t first, std::size_t c, const MatrixBatch<const float>& q) {
-              argmax_maps(space, q, m_layout.spec().actions, positions, c, maps, max_decisions,
-                          first);
-            });
-    for (std::size_t k = 0; k < parameters.extent(0); ++k) {
-      const auto range = std::make_pair(k * max_decisions, k * max_decisions + n);
-      Kokkos::parallel_scan("dqntrader::eval::position_scan",
-                            Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                            PathScan{Kokkos::subview(maps, range), Kokkos::subview(paths, range),
-                                     static_cast<int>(positions), static_cast<int>(m_flat)});
+    check(parameters, begin, n);
+    prepare_weights(space, parameters);
+    decide(space, parameters.extent(0), begin, n, m_start, {});
+  }
+
+  void prepare(const ExecSpace& space, const ParameterRows& parameters) override {
+    if (parameters.extent(0) != 1)
+      throw InputError("one policy is prepared at a time, not " +
+                       std::to_string(parameters.extent(0)));
+    check(parameters, 0, 0);
+    prepare_weights(space, parameters);
+    m_prepared = true;
+  }
+
+  void enqueue_taken(const ExecSpace& space, std::size_t begin, std::size_t n, std::size_t start,
+                     const Kokkos::View<float**, DeviceMemory>& taken) override {
+    const std::size_t positions = m_layout.spec().positions, actions = m_layout.spec().actions;
+    if (!m_prepared)
+      throw InputError("enqueue_taken needs a policy prepared first");
+    if (taken.extent(0) < n || taken.extent(1) != actions)
+      throw InputError("Q-values along a path need n x actions of room");
+    if (start >= positions)
+      throw InputError("no incoming position " + std::to_string(start));
+    if (n > max_decisions || begin + n > m_features.extent(0))
+      throw InputError("decision window out of range");
+    if (m_all_q.extent(0) < max_decisions * positions * actions) {
+      m_all_q = Kokkos::View<float*, DeviceMemory>(
+          Kokkos::view_alloc(space, std::string("dqntrader::eval::all_q")),
+          max_decisions * positions * actions);
     }
+    decide(space, 1, begin, n, start, taken);
+  }
+
+  void restandardize(const data::FeatureSet& features, const data::FeatureStats& stats) override {
+    if (features.bars() != m_features.extent(0))
+      throw InputError("restandardized features need as many bars as before");
+    features.standardize_into(stats, m_own_features);
   }
 
   std::vector<float> q_values(const ExecSpace& space, const ParameterRows& parameters,
                               std::size_t k, std::size_t begin, std::size_t n) override {
     const std::size_t positions = m_layout.spec().positions, actions = m_layout.spec().actions;
     std::vector<float> values(n * positions * actions);
-    forward(space, parameters, begin, n,
+    check(parameters, begin, n);
+    prepare_weights(space, parameters);
+    forward(space, parameters.extent(0), begin, n,
             [&](std::size_t first, std::size_t c, const MatrixBatch<const float>& q) {
               auto host = Kokkos::create_mirror_view(q);
               Kokkos::deep_copy(space, host, q);
@@ -285,14 +346,31 @@ class EngineImpl final : public QPolicy::Engine {
   }
 
  private:
-  // Runs the networks over bars [begin, begin + n) chunk by chunk; after each chunk calls
-  // on_chunk(first, c, q) with q[k][p * c + i][a] = Q of bar begin + first + i, incoming p.
-  // Every layer is one product with its bias and ReLU in the epilogue; the first layer runs
-  // once per incoming position, with that position's one-hot row folded into its bias.
-  template <class OnChunk>
-  void forward(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
-               std::size_t n, const OnChunk& on_chunk) {
-    const nn::NetworkSpec& spec = m_layout.spec();
+  // The decisions of k_count prepared policies at bars [begin, begin + n), coming in with the
+  // position of index start; with taken (one policy), its Q-values along the path kept too.
+  void decide(const ExecSpace& space, std::size_t k_count, std::size_t begin, std::size_t n,
+              std::size_t start, const Kokkos::View<float**, DeviceMemory>& taken) {
+    const std::size_t positions = m_layout.spec().positions, actions = m_layout.spec().actions;
+    const bool keep = taken.extent(0) > 0;
+    forward(space, k_count, begin, n,
+            [&](std::size_t first, std::size_t c, const MatrixBatch<const float>& q) {
+              argmax_maps(space, q, actions, positions, c, maps, max_decisions, first);
+              if (keep)
+                keep_q(space, q, actions, positions, c, m_all_q, first);
+            });
+    for (std::size_t k = 0; k < k_count; ++k) {
+      const auto range = std::make_pair(k * max_decisions, k * max_decisions + n);
+      Kokkos::parallel_scan("dqntrader::eval::position_scan",
+                            Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+                            PathScan{Kokkos::subview(maps, range), Kokkos::subview(paths, range),
+                                     static_cast<int>(positions), static_cast<int>(start)});
+    }
+    if (keep)
+      take_q(space, m_all_q, Kokkos::subview(paths, std::make_pair(std::size_t{0}, n)), start,
+             positions, taken);
+  }
+
+  void check(const ParameterRows& parameters, std::size_t begin, std::size_t n) const {
     const std::size_t k_count = parameters.extent(0);
     if (k_count == 0 || k_count > max_policies) {
       throw InputError("evaluation of " + std::to_string(k_count) +
@@ -304,7 +382,16 @@ class EngineImpl final : public QPolicy::Engine {
     }
     if (n > max_decisions || begin + n > m_features.extent(0))
       throw InputError("decision window out of range");
-    prepare_weights(space, parameters);
+  }
+
+  // Runs the networks over bars [begin, begin + n) chunk by chunk; after each chunk calls
+  // on_chunk(first, c, q) with q[k][p * c + i][a] = Q of bar begin + first + i, incoming p.
+  // Every layer is one product with its bias and ReLU in the epilogue; the first layer runs
+  // once per incoming position, with that position's one-hot row folded into its bias.
+  template <class OnChunk>
+  void forward(const ExecSpace& space, std::size_t k_count, std::size_t begin, std::size_t n,
+               const OnChunk& on_chunk) {
+    const nn::NetworkSpec& spec = m_layout.spec();
 
     const std::size_t positions = spec.positions, first_width = spec.hidden.front();
     for (std::size_t first = 0; first < n; first += m_chunk) {
@@ -375,8 +462,11 @@ class EngineImpl final : public QPolicy::Engine {
 
   nn::ParameterLayout m_layout;
   Precision m_precision;
+  Matrix<T> m_own_features;  // standardized at construction, and again by restandardize()
   Matrix<const T> m_features;
-  std::size_t m_chunk, m_flat;
+  std::size_t m_chunk, m_start;
+  bool m_prepared = false;                     // prepare() has converted one policy's weights
+  Kokkos::View<float*, DeviceMemory> m_all_q;  // [decision][incoming][action], when kept
   MatrixBatch<T> m_first_weight;
   Kokkos::View<T*, DeviceMemory> m_first_bias;
   std::vector<MatrixBatch<T>> m_weights;
@@ -392,7 +482,7 @@ class EngineImpl final : public QPolicy::Engine {
 QPolicy::QPolicy(const ExecSpace& space, const nn::NetworkSpec& spec, Precision precision,
                  const data::FeatureSet& features, const data::FeatureStats& stats,
                  std::size_t max_policies, std::size_t chunk_bars, std::size_t max_decisions,
-                 std::size_t flat_index) {
+                 std::size_t start_index) {
   nn::validate(spec);
   if (spec.features != features.spec().count()) {
     throw InputError("the network expects " + std::to_string(spec.features) +
@@ -405,14 +495,17 @@ QPolicy::QPolicy(const ExecSpace& space, const nn::NetworkSpec& spec, Precision 
   }
   if (max_policies == 0 || chunk_bars == 0)
     throw InputError("evaluator sizes must be positive");
+  if (start_index >= spec.positions)
+    throw InputError("the incoming position's index " + std::to_string(start_index) +
+                     " is not one of the network's " + std::to_string(spec.positions));
   if (precision == Precision::bf16) {
     m_engine = std::make_unique<EngineImpl<bf16>>(
         space, spec, precision, features.standardized_bf16(stats, padded(spec.features)),
-        max_policies, chunk_bars, max_decisions, flat_index);
+        max_policies, chunk_bars, max_decisions, start_index);
   } else {
     m_engine = std::make_unique<EngineImpl<float>>(
         space, spec, precision, features.standardized_float(stats, padded(spec.features)),
-        max_policies, chunk_bars, max_decisions, flat_index);
+        max_policies, chunk_bars, max_decisions, start_index);
   }
 }
 
@@ -421,6 +514,19 @@ QPolicy::~QPolicy() = default;
 void QPolicy::enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
                       std::size_t n) {
   m_engine->enqueue(space, parameters, begin, n);
+}
+
+void QPolicy::prepare(const ExecSpace& space, const ParameterRows& parameters) {
+  m_engine->prepare(space, parameters);
+}
+
+void QPolicy::enqueue_taken(const ExecSpace& space, std::size_t begin, std::size_t n,
+                            std::size_t start, const Kokkos::View<float**, DeviceMemory>& taken) {
+  m_engine->enqueue_taken(space, begin, n, start, taken);
+}
+
+void QPolicy::restandardize(const data::FeatureSet& features, const data::FeatureStats& stats) {
+  m_engine->restandardize(features, stats);
 }
 
 std::vector<float> QPolicy::q_values(const ExecSpace& space, const ParameterRows& parameters,

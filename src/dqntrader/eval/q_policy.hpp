@@ -36,11 +36,12 @@ class QPolicy {
   /// features: the standardized feature matrix of all bars (data::FeatureSet), stored as
   /// float (precision fp32 or tf32) or bf16 (precision bf16). Buffers for max_policies
   /// networks over chunk_bars bars at a time and max_decisions decisions are allocated
-  /// here, once.
+  /// here, once. start_index: the index of the position every path comes in with (a
+  /// backtest's window starts flat).
   QPolicy(const ExecSpace& space, const nn::NetworkSpec& spec, Precision precision,
           const data::FeatureSet& features, const data::FeatureStats& stats,
           std::size_t max_policies, std::size_t chunk_bars, std::size_t max_decisions,
-          std::size_t flat_index);
+          std::size_t start_index);
   ~QPolicy();
   QPolicy(const QPolicy&) = delete;
   QPolicy& operator=(const QPolicy&) = delete;
@@ -50,6 +51,21 @@ class QPolicy {
   /// Does not wait.
   void enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
                std::size_t n);
+
+  /// Converts one policy's parameters (parameters.extent(0) == 1) into the form the products
+  /// read, once, for enqueue_taken.
+  void prepare(const ExecSpace& space, const ParameterRows& parameters);
+
+  /// enqueue() for the policy prepare() took, coming in with the position of index start,
+  /// that also keeps in taken(i, a) the Q-values of decision i for the position it comes in
+  /// with (the start, then the path's previous position): the same products, their Q-values
+  /// kept where enqueue() keeps only the decisions. Does not wait.
+  void enqueue_taken(const ExecSpace& space, std::size_t begin, std::size_t n, std::size_t start,
+                     const Kokkos::View<float**, DeviceMemory>& taken);
+
+  /// The features again, from features (as many bars as the ones given at construction,
+  /// refreshed: data::FeatureSet::refresh), into the buffer they were standardized into.
+  void restandardize(const data::FeatureSet& features, const data::FeatureStats& stats);
 
   /// The Q-values of policy k at bars [begin, begin + n), computed exactly as enqueue()
   /// computes them for the same parameter rows (the same batched products), copied to the

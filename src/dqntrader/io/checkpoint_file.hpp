@@ -1,7 +1,7 @@
 // Checkpoint files (.dqnckpt): named sections, each with its own checksum.
 //
 // Layout: "DQNCKPT\0", u32 version (1), u32 section count; per section: u16 name length,
-// name, u64 size, u64 Hasher64 checksum of the bytes, the bytes; then a u64 checksum of
+// name, u64 size, u64 XXH64 checksum of the bytes, the bytes; then a u64 checksum of
 // everything before it. Written atomically (temporary file, fsync, rename, fsync of the
 // directory): a checkpoint is complete or absent.
 #pragma once

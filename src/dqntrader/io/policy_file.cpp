@@ -1,6 +1,8 @@
 #include "dqntrader/io/policy_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -121,6 +123,22 @@ PolicyFile read_policy(const std::string& path) {
   }
   if (policy.parameters.size() != nn::ParameterLayout(policy.network).size()) {
     fail("inconsistent policy file: parameter count does not match the network");
+  }
+  // What docs/POLICY.md promises a reader: every action a distinct target position, flat among
+  // them; every standard deviation a positive number.
+  if (policy.network.actions != policy.network.positions)
+    fail("inconsistent policy file: the actions are not the positions");
+  for (std::size_t i = 0; i < policy.positions.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (policy.positions[i] == policy.positions[j])
+        fail("inconsistent policy file: position " + std::to_string(i) + " repeats another");
+    }
+  }
+  if (std::find(policy.positions.begin(), policy.positions.end(), 0.0) == policy.positions.end())
+    fail("inconsistent policy file: no position is flat (0)");
+  for (double s : policy.stats.stdev) {
+    if (!(s > 0.0) || !std::isfinite(s))
+      fail("inconsistent policy file: a feature's standard deviation is not a positive number");
   }
   return policy;
 }

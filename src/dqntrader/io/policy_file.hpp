@@ -2,8 +2,9 @@
 // decisions: the network and its parameters, the features and their training-window
 // statistics, and the positions the actions stand for.
 //
-// Layout: "DQNPOLCY" (8 bytes), u32 version (1), u64 metadata length, metadata (JSON),
-// u64 parameter count, the parameters (float32), u64 Hasher64 checksum of all before it.
+// Layout (docs/POLICY.md): "DQNPOLCY" (8 bytes), u32 version (1), u64 metadata length,
+// metadata (JSON), u64 parameter count, the parameters (float32), u64 XXH64 (seed 0) of all
+// before it.
 #pragma once
 
 #include <nlohmann/json.hpp>

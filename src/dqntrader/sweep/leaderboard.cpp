@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 #include <vector>
 
+#include "dqntrader/core/error.hpp"
 #include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/io/csv_field.hpp"
 #include "dqntrader/io/metrics_json.hpp"
@@ -175,6 +177,26 @@ std::string leaderboard_csv(const SweepPlan& plan) {
     out << ",\n";
   }
   return out.str();
+}
+
+std::string policy_path(const std::string& path) {
+  if (!std::filesystem::is_directory(path))
+    return path;
+  if (std::filesystem::exists(path + "/sweep.json")) {
+    const SweepPlan plan = read_plan(path);
+    const nlohmann::json board = leaderboard_json(plan);
+    const nlohmann::json& first = board["members"].front();
+    if (first["status"] != "finished" && first["status"] != "stopped early") {
+      throw InputError(path + ": no member of the sweep finished (its leaderboard's first is " +
+                       first["status"].get<std::string>() + "), so it has no winner");
+    }
+    return path + "/" + first["run"].get<std::string>() + "/best.dqnpolicy";
+  }
+  if (std::filesystem::exists(path + "/best.dqnpolicy"))
+    return path + "/best.dqnpolicy";
+  throw InputError(path +
+                   " is a directory that holds neither a sweep (sweep.json) nor a "
+                   "training run (best.dqnpolicy)");
 }
 
 void write_leaderboards(const SweepPlan& plan) {

@@ -24,4 +24,9 @@ std::string leaderboard_csv(const SweepPlan& plan);
 /// Writes both files into the sweep's directory, atomically.
 void write_leaderboards(const SweepPlan& plan);
 
+/// The policy file a path names: a sweep's directory its winner's (the leaderboard's first
+/// member's) best.dqnpolicy, a training run's directory its best.dqnpolicy, any other path
+/// itself. InputError for a sweep no member of which finished, or a directory that is neither.
+std::string policy_path(const std::string& path);
+
 }  // namespace dqntrader::sweep

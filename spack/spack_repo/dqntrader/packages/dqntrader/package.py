@@ -57,6 +57,8 @@ class Dqntrader(CMakePackage, CudaPackage):
     depends_on("kokkos@3.4.01:4")
     depends_on("cli11@2:")  # CLI::App::set_version_flag
     depends_on("nlohmann-json@3.10:")
+    # XXH64, the files' checksum: its header alone (the implementation is compiled in).
+    depends_on("xxhash", type="build")
     depends_on("googletest", when="+tests")
     depends_on("googletest", type="test")  # spack install --test=root builds and runs the suite
     depends_on("benchmark", when="+benchmarks")

@@ -1,0 +1,366 @@
+// dqntrader act: a trained policy's decision for the latest bar of a file, one per bar of a
+// window, or one per bar as bars arrive (--follow), on the backtest's device path
+// (eval::PolicyDecisions). docs/POLICY.md defines the decision.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dqntrader/cli/commands.hpp"
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/data/bar_cache.hpp"
+#include "dqntrader/data/csv_reader.hpp"
+#include "dqntrader/data/features.hpp"
+#include "dqntrader/data/timestamp.hpp"
+#include "dqntrader/eval/backtest_config.hpp"
+#include "dqntrader/eval/decisions.hpp"
+#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/sweep/leaderboard.hpp"
+
+namespace dqntrader::cli {
+
+namespace {
+
+// Set by SIGINT and SIGTERM: a stream being followed ends cleanly at the next line boundary.
+volatile sig_atomic_t g_stop = 0;
+
+void request_stop(int) {
+  g_stop = 1;
+}
+
+// SIGINT and SIGTERM end --follow with exit 0: the handlers interrupt a blocking read (no
+// SA_RESTART) and the loop sees the flag.
+void catch_stop_signals() {
+  struct sigaction action {};
+  action.sa_handler = request_stop;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+std::string position_name(double p) {
+  if (p == 0.0)
+    return "flat";
+  if (p == 1.0)
+    return "long";
+  if (p == -1.0)
+    return "short";
+  return (p > 0 ? "+" : "") + io::format_metric(p);
+}
+
+// --position: a number or flat, long, short; its index among the policy's positions.
+std::size_t incoming_index(const std::string& text, const std::vector<double>& positions) {
+  double value = 0.0;
+  if (text == "flat") {
+    value = 0.0;
+  } else if (text == "long") {
+    value = 1.0;
+  } else if (text == "short") {
+    value = -1.0;
+  } else {
+    std::size_t used = 0;
+    try {
+      value = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || text.empty())
+      throw InputError("--position '" + text +
+                       "': expected a position (a number, or flat, long "
+                       "or short)");
+  }
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] == value)
+      return i;
+  }
+  std::string list;
+  for (double p : positions)
+    list += (list.empty() ? "" : ", ") + io::format_metric(p);
+  throw InputError("--position " + text + ": the policy's positions are " + list);
+}
+
+nlohmann::ordered_json record(const eval::Decision& d, std::size_t bar, const data::Bars& bars,
+                              std::size_t row) {
+  nlohmann::ordered_json q = nlohmann::ordered_json::array();
+  for (float v : d.q)
+    q.push_back(static_cast<double>(v));
+  return {{"bar", bar},
+          {"timestamp", data::format_iso8601_ms(bars.timestamp_ms[row])},
+          {"incoming", d.incoming},
+          {"q", q},
+          {"action", d.action},
+          {"position", d.position}};
+}
+
+// The decisions of a file (or of standard input read to its end) at one bar or a window.
+struct Options {
+  std::string weights, data, position = "flat", from, to, precision;
+  bool json = false, follow = false;
+  std::size_t chunk_bars = eval::BacktestConfig{}.chunk_bars;
+};
+
+// The bars of --data: a file (CSV or .dqnbars) or standard input (CSV) read to its end.
+data::Bars read_all(const Options& options, const data::ColumnSelection& columns) {
+  if (options.data != "-")
+    return data::load_bars(options.data, columns);
+  data::CsvBarParser parser("standard input", columns);
+  std::string line;
+  while (std::getline(std::cin, line))
+    parser.line(line);
+  parser.finish();
+  return parser.bars();
+}
+
+void print_table(const std::vector<eval::Decision>& decisions, const data::Bars& bars,
+                 const std::vector<double>& positions) {
+  std::printf("%8s  %-24s  %8s", "bar", "timestamp", "incoming");
+  for (double p : positions)
+    std::printf("  %12s", ("Q " + position_name(p)).c_str());
+  std::printf("  %8s\n", "position");
+  for (const eval::Decision& d : decisions) {
+    std::printf("%8zu  %-24s  %8s", d.bar,
+                data::format_iso8601_ms(bars.timestamp_ms[d.bar]).c_str(),
+                position_name(d.incoming).c_str());
+    for (float q : d.q)
+      std::printf("  %12.6g", static_cast<double>(q));
+    std::printf("  %8s\n", position_name(d.position).c_str());
+  }
+}
+
+// Lines from a file descriptor into a parser, as they come: a line counts once its end has
+// arrived (a partial last line waits), except at the end of a stream that ends.
+class LineStream {
+ public:
+  LineStream(int fd, data::CsvBarParser& parser) : m_fd(fd), m_parser(parser) {}
+
+  // Reads what there is; each line that adds a bar is answered by on_bar(). Returns at the
+  // end of what is there now (wait = false) or of the stream (wait = true: a regular file is
+  // then followed, new bytes read as they are appended, until a signal), or on a signal.
+  void pump(bool wait, bool ends, const std::function<void()>& on_bar) {
+    char buffer[1 << 16];
+    while (!g_stop) {
+      const ssize_t got = ::read(m_fd, buffer, sizeof buffer);
+      if (got < 0) {
+        if (errno == EINTR)
+          continue;
+        throw Error(std::string("cannot read the bars: ") + std::strerror(errno));
+      }
+      if (got == 0) {
+        if (!wait)
+          return;
+        if (ends) {
+          if (!m_pending.empty() && m_parser.line(m_pending))
+            on_bar();
+          m_pending.clear();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      m_pending.append(buffer, static_cast<std::size_t>(got));
+      std::size_t start = 0;
+      for (std::size_t end; (end = m_pending.find('\n', start)) != std::string::npos;
+           start = end + 1) {
+        if (m_parser.line(std::string_view(m_pending).substr(start, end - start)))
+          on_bar();
+        if (g_stop)
+          break;
+      }
+      m_pending.erase(0, start);
+    }
+  }
+
+ private:
+  int m_fd;
+  data::CsvBarParser& m_parser;
+  std::string m_pending;
+};
+
+}  // namespace
+
+Command add_act(CLI::App& app) {
+  auto options = std::make_shared<Options>();
+  Command command;
+  command.app = app.add_subcommand(
+      "act",
+      "a trained policy's decision for the latest bar of the data (its Q-values, the action and "
+      "the position to hold from the next bar on), or one per bar of a window carrying the "
+      "position as a backtest does, or one per bar as bars arrive (--follow)");
+  CLI::App* c = command.app;
+  c->add_option("--weights", options->weights,
+                "policy file (.dqnpolicy), a training run's directory (its best policy) or a "
+                "sweep's directory (its winner's best policy)")
+      ->required();
+  c->add_option("--data", options->data,
+                "bar file: CSV or .dqnbars; - for CSV rows on standard input")
+      ->required();
+  c->add_option("--position", options->position,
+                "the position held coming into the first decision: a number, or flat, long or "
+                "short")
+      ->capture_default_str();
+  c->add_option("--from", options->from,
+                "decide at every bar from this one (a bar index or an ISO-8601 timestamp) to "
+                "--to, carrying the position; default the latest bar alone");
+  c->add_option("--to", options->to,
+                "the last bar of the window (default the last bar of the data)");
+  c->add_flag("--json", options->json,
+              "one JSON object per decision, one per line (bar, timestamp, incoming, q, action, "
+              "position)");
+  c->add_flag("--follow", options->follow,
+              "after the data's latest bar, keep reading: rows appended to the file, or rows on "
+              "standard input (--data -), each answered by one JSON line as soon as it is "
+              "complete; ends at the end of standard input, or on SIGINT or SIGTERM, with exit 0");
+  c->add_option("--precision", options->precision,
+                "network arithmetic: fp32, tf32 or bf16 (default: bf16 on CUDA, fp32 on OpenMP)");
+  c->add_option("--chunk-bars", options->chunk_bars, "bars per network pass (bounds device memory)")
+      ->capture_default_str()
+      ->check(whole_number(1));
+  command.run = [options](const ExecSpace& space) {
+    if (options->follow && (!options->from.empty() || !options->to.empty()))
+      throw InputError("--follow answers the bars as they come: drop --from and --to");
+    const std::string path = sweep::policy_path(options->weights);
+    check_input("--weights", path);
+    const io::PolicyFile policy = io::read_policy(path);
+    const std::size_t incoming = incoming_index(options->position, policy.positions);
+    eval::BacktestConfig defaults;
+    const Precision precision =
+        options->precision.empty() ? defaults.precision : parse_precision(options->precision);
+    eval::PolicyDecisions decisions(space, policy.network, policy.features, policy.stats,
+                                    policy.positions, policy.parameters, precision,
+                                    options->chunk_bars);
+    const std::size_t warmup = decisions.warmup();
+    data::ColumnSelection columns;
+    columns.names = policy.features.extra;
+    if (options->data != "-")
+      check_input("--data", options->data);
+    auto too_few = [&](const data::Bars& bars) {
+      return InputError(bars.source, 0, 0,
+                        std::to_string(bars.size()) + " bar" + (bars.size() == 1 ? "" : "s") +
+                            "; the policy's first decision needs " + std::to_string(warmup + 1) +
+                            " (its features read the " + std::to_string(warmup) +
+                            " bars before it)");
+    };
+
+    if (!options->follow) {
+      const data::Bars bars = read_all(*options, columns);
+      data::check_feature_columns(policy.features, bars);
+      if (bars.size() < warmup + 1)
+        throw too_few(bars);
+      const std::size_t last =
+          options->to.empty() ? bars.size() - 1 : bar_index("to", options->to, bars, false);
+      const bool window = !options->from.empty() || !options->to.empty();
+      const std::size_t first = options->from.empty()
+                                    ? (window ? warmup : last)
+                                    : bar_index("from", options->from, bars, true);
+      if (first < warmup) {
+        throw InputError("--from " + options->from + " selects bar " + std::to_string(first) +
+                         ", before bar " + std::to_string(warmup) +
+                         ", the first at which the policy's features are defined");
+      }
+      if (last < first) {
+        throw InputError("--from " + options->from + " (bar " + std::to_string(first) +
+                         ") comes after --to " + options->to + " (bar " + std::to_string(last) +
+                         ")");
+      }
+      const std::vector<eval::Decision> made = decisions.decide(bars, first, last, incoming);
+      if (options->json) {
+        std::string out;
+        for (const eval::Decision& d : made)
+          out += record(d, d.bar, bars, d.bar).dump() + "\n";
+        std::fwrite(out.data(), 1, out.size(), stdout);
+        return;
+      }
+      if (window) {
+        print_table(made, bars, policy.positions);
+        return;
+      }
+      const eval::Decision& d = made.front();
+      std::printf("policy   %s (%s)\n", path.c_str(), nn::describe(policy.network).c_str());
+      std::printf("bar      %zu of %s, %s; coming in %s\n", d.bar, bars.source.c_str(),
+                  data::format_iso8601_ms(bars.timestamp_ms[d.bar]).c_str(),
+                  position_name(d.incoming).c_str());
+      std::printf("q       ");
+      for (std::size_t a = 0; a < d.q.size(); ++a) {
+        std::printf(" %s %.6g", position_name(policy.positions[a]).c_str(),
+                    static_cast<double>(d.q[a]));
+      }
+      std::printf("\naction   %zu: hold %s (%s) from the next bar on\n", d.action,
+                  io::format_metric(d.position).c_str(), position_name(d.position).c_str());
+      return;
+    }
+
+    // --follow: the bars the decisions read are kept (warmup + 1), each new one decided at as
+    // soon as its row is complete, the position carried.
+    catch_stop_signals();
+    const bool from_stdin = options->data == "-";
+    if (!from_stdin && data::is_bar_cache_path(options->data))
+      throw InputError("--follow reads CSV rows; " + options->data + " is a .dqnbars cache");
+    int fd = 0;
+    if (!from_stdin) {
+      fd = ::open(options->data.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        throw InputError(options->data, 0, 0, std::string("cannot open: ") + std::strerror(errno));
+      }
+    }
+    struct Closer {
+      int fd;
+      ~Closer() {
+        if (fd > 0)
+          ::close(fd);
+      }
+    } closer{fd};
+    struct stat info {};
+    // Standard input and a FIFO end; a regular file is followed.
+    const bool ends = ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode);
+    data::CsvBarParser parser(from_stdin ? "standard input" : options->data, columns);
+    LineStream stream(fd, parser);
+    std::size_t count = 0;        // bars read so far
+    std::size_t held = incoming;  // the position the next decision comes in with
+    bool decided = false;
+    auto decide_latest = [&] {
+      const data::Bars& bars = parser.bars();
+      data::check_feature_columns(policy.features, bars);
+      if (bars.size() < warmup + 1)
+        return;
+      const eval::Decision d = decisions.decide_latest(bars, held);
+      held = d.action;
+      decided = true;
+      const std::string line = record(d, count - 1, bars, bars.size() - 1).dump() + "\n";
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fflush(stdout);
+      parser.keep_last(warmup);  // the bars the next decision reads, with the next one
+    };
+    if (!from_stdin) {
+      // The file as it is now, and the decision at its latest bar, before any new row.
+      stream.pump(false, ends, [&] { ++count; });
+      parser.finish();
+      data::check_feature_columns(policy.features, parser.bars());
+      if (parser.bars().size() < warmup + 1)
+        throw too_few(parser.bars());
+      decide_latest();
+    }
+    stream.pump(true, ends, [&] {
+      ++count;
+      decide_latest();
+    });
+    if (!g_stop && !decided)
+      throw too_few(parser.bars());
+  };
+  return command;
+}
+
+}  // namespace dqntrader::cli
