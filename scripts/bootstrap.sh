@@ -2,7 +2,9 @@
 # Sets up everything dqntrader needs on a Debian 12 machine, from nothing:
 #   1. the Debian packages the build and the tests use, with --browser Chromium for the
 #      report test, with --bench the benchmark peers, with --mpi OpenMPI (sweeps across
-#      ranks, DQNTRADER_ENABLE_MPI);
+#      ranks, DQNTRADER_ENABLE_MPI), with --onnx ONNX and protobuf (DQNTRADER_ENABLE_ONNX),
+#      ONNX's Python checker and, from the npm registry, onnxruntime-node (the independent
+#      runtime the tests run exported models in) into DIR/node/node_modules;
 #   2. Kokkos (and, for the OpenMP build, Kokkos Kernels): 3.4.01 from Debian's trilinos
 #      13.2.0 source package by default, or 4.6.01 from the upstream release tarballs in a
 #      local folder (--kokkos 4.6.01), patched (scripts/patches/kokkos-<version>-*.patch) and
@@ -27,6 +29,10 @@ Usage: scripts/bootstrap.sh [options]
   --bench            also install the benchmark peers (python3-torch, python3-numpy)
   --browser          also install Chromium (the suite renders a run report in it)
   --mpi              also install OpenMPI (libopenmpi-dev, openmpi-bin) for DQNTRADER_ENABLE_MPI
+  --onnx             also install ONNX and protobuf (libonnx-dev, libprotobuf-dev) for
+                     DQNTRADER_ENABLE_ONNX, python3-onnx, Node.js when missing, and
+                     onnxruntime-node (npm, its install script skipped: the CPU runtime ships
+                     in the package) into DIR/node/node_modules
   --jobs N           parallel build jobs (default 2)
   --print-prefix     print the installed prefix (for CMAKE_PREFIX_PATH) on stdout at the end
   -h, --help         this text
@@ -46,6 +52,7 @@ use_apt=1
 bench=0
 browser=0
 mpi=0
+onnx=0
 jobs=2
 print_prefix=0
 while [ $# -gt 0 ]; do
@@ -59,6 +66,7 @@ while [ $# -gt 0 ]; do
     --bench) bench=1 ;;
     --browser) browser=1 ;;
     --mpi) mpi=1 ;;
+    --onnx) onnx=1 ;;
     --jobs) jobs=$2; shift ;;
     --print-prefix) print_prefix=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -95,6 +103,10 @@ packages=(cmake ninja-build g++ make patch pkg-config libgtest-dev libbenchmark-
 [ "$bench" = 1 ] && packages+=(python3-torch)
 [ "$browser" = 1 ] && packages+=(chromium)
 [ "$mpi" = 1 ] && packages+=(libopenmpi-dev openmpi-bin)
+if [ "$onnx" = 1 ]; then
+  packages+=(libonnx-dev libprotobuf-dev python3-onnx)
+  command -v npm >/dev/null || packages+=(nodejs npm)
+fi
 
 missing_packages() {
   local p
@@ -308,6 +320,26 @@ else
   printf 'kokkos %s\nbackend %s\narch %s\npatches %s\n' "$kokkos_version" "$backend" \
     "$([ "$backend" = cuda ] && echo "$arch" || echo host)" "$patch_hash" >"$prefix/.complete"
   rm -rf "$build_root"
+fi
+
+# ---------------------------------------------------------------------------------------
+# 4. onnxruntime-node, the runtime the tests execute exported ONNX models in
+# ---------------------------------------------------------------------------------------
+# Pinned; --ignore-scripts: its install script would fetch CUDA libraries from outside the npm
+# registry, and the CPU runtime is in the package itself.
+onnxruntime_node=1.31.1
+if [ "$onnx" = 1 ]; then
+  node_dir=$deps_dir/node
+  if [ "$(cat "$node_dir/.complete" 2>/dev/null)" != "onnxruntime-node $onnxruntime_node" ]; then
+    log "installing onnxruntime-node $onnxruntime_node into $node_dir (npm)"
+    rm -rf "$node_dir"
+    mkdir -p "$node_dir"
+    (cd "$node_dir" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error \
+      "onnxruntime-node@$onnxruntime_node" >&2) || die "installing onnxruntime-node failed"
+    echo "onnxruntime-node $onnxruntime_node" >"$node_dir/.complete"
+  else
+    log "reusing onnxruntime-node $onnxruntime_node in $node_dir"
+  fi
 fi
 
 [ "$print_prefix" = 1 ] && echo "$prefix"

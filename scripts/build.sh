@@ -6,7 +6,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-KOKKOS_PREFIX=$(scripts/bootstrap.sh --print-prefix "$@")
+KOKKOS_PREFIX=$(scripts/bootstrap.sh --print-prefix --onnx "$@")
 export KOKKOS_PREFIX
-cmake --preset ci -DDQNTRADER_EXPECT_KOKKOS_VERSION=30401 >/dev/null
+# The preset ci builds the ONNX export; its tests run the models in the onnxruntime-node that
+# bootstrap.sh --onnx installed.
+cmake --preset ci -DDQNTRADER_EXPECT_KOKKOS_VERSION=30401 \
+  -DDQNTRADER_NODE_PATH="${DQNTRADER_DEPS_DIR:-${HOME}/.cache/dqntrader}/node/node_modules" >/dev/null
 cmake --build --preset ci -j "${DQNTRADER_JOBS:-2}"

@@ -48,6 +48,8 @@ SPACK_NAME_OF = {
     "GTest": "googletest",
     "benchmark": "benchmark",
     "MPI": "mpi",
+    "ONNX": "onnx",
+    "Protobuf": "protobuf",
 }
 
 # SPDX identifier -> a pattern the license file's text must match (whitespace-insensitive).

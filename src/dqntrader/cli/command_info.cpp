@@ -35,6 +35,11 @@ Command add_info(CLI::App& app) {
               << "matrix products: " << gemm::library_description() << "\n"
               << "learning step: " << learning_paths() << "\n"
               << "sweeps across ranks: " << dist::library_description() << "\n"
+#if defined(DQNTRADER_WITH_ONNX)
+              << "ONNX export: yes (dqntrader export)\n"
+#else
+              << "ONNX export: no (built without DQNTRADER_ENABLE_ONNX)\n"
+#endif
               << "Kokkos: " << compat::kokkos_version_string() << ", execution space "
               << ExecSpace::name() << ", concurrency " << space.concurrency() << "\n";
     Kokkos::print_configuration(std::cout, false);

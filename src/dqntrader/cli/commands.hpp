@@ -30,6 +30,9 @@ Command add_sweep(CLI::App& app);
 Command add_settings(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_act(CLI::App& app);
+#if defined(DQNTRADER_WITH_ONNX)
+Command add_export(CLI::App& app);
+#endif
 
 /// Every training setting as an option --name of a subcommand, whose given values apply() sets.
 class SettingFlags {

@@ -53,12 +53,15 @@ int main(int argc, char** argv) {
       ->check(dqntrader::cli::whole_number());
   app.require_subcommand(1);
 
-  const std::vector<dqntrader::cli::Command> commands = {
+  std::vector<dqntrader::cli::Command> commands = {
       dqntrader::cli::add_info(app),     dqntrader::cli::add_synth(app),
       dqntrader::cli::add_cache(app),    dqntrader::cli::add_backtest(app),
       dqntrader::cli::add_train(app),    dqntrader::cli::add_sweep(app),
       dqntrader::cli::add_settings(app), dqntrader::cli::add_report(app),
       dqntrader::cli::add_act(app)};
+#if defined(DQNTRADER_WITH_ONNX)
+  commands.push_back(dqntrader::cli::add_export(app));
+#endif
 
   try {
     app.parse(argc, argv);

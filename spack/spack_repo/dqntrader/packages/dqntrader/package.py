@@ -33,6 +33,11 @@ class Dqntrader(CMakePackage, CudaPackage):
         default=False,
         description="Sweeps across ranks under mpirun or srun (dqntrader sweep), one rank per GPU",
     )
+    variant(
+        "onnx",
+        default=False,
+        description="dqntrader export --onnx: a policy's whole decision as an ONNX model",
+    )
     variant("tests", default=False, description="Build the GoogleTest suite")
     variant(
         "benchmarks",
@@ -63,6 +68,9 @@ class Dqntrader(CMakePackage, CudaPackage):
     depends_on("googletest", type="test")  # spack install --test=root builds and runs the suite
     depends_on("benchmark", when="+benchmarks")
     depends_on("mpi", when="+mpi")
+    # ONNX's C++ library writes and checks the model; its CMake package needs protobuf's.
+    depends_on("onnx@1.12:", when="+onnx")
+    depends_on("protobuf", when="+onnx")
 
     with when("+openmp"):
         # OpenMP must be Kokkos' default execution space, which it is not next to CUDA.
@@ -102,6 +110,7 @@ class Dqntrader(CMakePackage, CudaPackage):
             self.define_from_variant("DQNTRADER_ENABLE_TESTS", "tests"),
             self.define_from_variant("DQNTRADER_ENABLE_BENCHMARKS", "benchmarks"),
             self.define_from_variant("DQNTRADER_ENABLE_MPI", "mpi"),
+            self.define_from_variant("DQNTRADER_ENABLE_ONNX", "onnx"),
         ]
         if spec.satisfies("+cuda"):
             # Kokkos' CUDA build compiles through its nvcc_wrapper.

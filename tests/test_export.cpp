@@ -1,0 +1,162 @@
+// `dqntrader export --onnx`, checked by code dqntrader did not write: ONNX's own checker
+// (python3-onnx, tests/onnx/check_model.py) accepts every exported model, and onnxruntime
+// (onnxruntime-node, tests/onnx/run_model.js) executes it over 5,000 bars of policies of every
+// shape, carrying its own position: its Q-values agree with `dqntrader act`'s within 1e-5 of
+// each row's largest and its actions are act's. Built with DQNTRADER_ENABLE_ONNX only.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dqntrader/data/csv_reader.hpp"
+#include "dqntrader/io/policy_file.hpp"
+#include "policy_fixtures.hpp"
+#include "test_support.hpp"
+
+namespace dqntrader {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::slurp;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+std::vector<nlohmann::json> json_lines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty())
+      out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+class Export : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_seed = testing::test_seed();
+    m_dir = fs::temp_directory_path() / ("dqntrader-export-" + std::to_string(m_seed));
+    fs::create_directories(m_dir);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+
+  std::string path(const std::string& name) const { return (m_dir / name).string(); }
+
+  Result shell(const std::string& command) const {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const int status = std::system((command + " >" + out + " 2>" + err).c_str());
+    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+  Result cli(const std::string& arguments) const {
+    return shell(std::string(DQNTRADER_CLI_PATH) + " " + arguments);
+  }
+
+  std::uint64_t m_seed = 0;
+  fs::path m_dir;
+};
+
+TEST_F(Export, OnnxRuntimeTakesActsDecisionsOverEveryShape) {
+  SCOPED_TRACE(testing::seed_note(m_seed));
+  const data::Bars bars = testing::fixture_bars(5200, m_seed % 1000 + 11);
+  data::write_bars_csv(path("bars.csv"), bars);
+  std::vector<std::string> policies;
+  for (const testing::FixturePolicy& p : testing::fixture_policies(bars, m_seed)) {
+    io::write_policy(path(p.name + ".dqnpolicy"), p.file);
+    policies.push_back(path(p.name + ".dqnpolicy"));
+  }
+  ASSERT_EQ(cli("train --data " + path("bars.csv") +
+                " --feature-columns f_y --epochs 1 --steps-per-epoch 60 --learning-starts 256 "
+                "--hidden 16,16,16 --out " +
+                path("run"))
+                .code,
+            0);
+  policies.push_back(path("run/best.dqnpolicy"));
+  for (const std::string& policy : policies) {
+    SCOPED_TRACE(policy);
+    const Result exported = cli("export --onnx " + path("model.onnx") + " --weights " + policy);
+    ASSERT_EQ(exported.code, 0) << exported.err;
+    const Result checked = shell(std::string(DQNTRADER_ORACLE_PYTHON3) + " " +
+                                 DQNTRADER_ONNX_CHECK + " " + path("model.onnx"));
+    ASSERT_EQ(checked.code, 0) << checked.err;
+    const nlohmann::json meta = nlohmann::json::parse(checked.out);
+    EXPECT_EQ(meta["opset"][0]["version"], 17);
+    EXPECT_EQ(meta["ir_version"], 8);
+    std::ofstream(path("meta.json")) << checked.out;
+    const io::PolicyFile file = io::read_policy(policy);
+    EXPECT_EQ(meta["warmup"], file.features.warmup());
+    EXPECT_EQ(meta["positions"].get<std::vector<double>>(), file.positions);
+
+    const std::string from = "150", to = "5199";
+    const Result act = cli("act --json --weights " + policy + " --data " + path("bars.csv") +
+                           " --from " + from + " --to " + to + " --position long");
+    ASSERT_EQ(act.code, 0) << act.err;
+    const Result ran =
+        shell("NODE_PATH=" + std::string(DQNTRADER_NODE_PATH) + " " + DQNTRADER_NODE + " " +
+              DQNTRADER_ONNX_RUN + " " + path("model.onnx") + " " + path("meta.json") + " " +
+              path("bars.csv") + " " + from + " " + to + " 1");
+    ASSERT_EQ(ran.code, 0) << ran.err;
+    const std::vector<nlohmann::json> expected = json_lines(act.out), got = json_lines(ran.out);
+    ASSERT_EQ(got.size(), 5050u);
+    ASSERT_EQ(expected.size(), 5050u);
+    // Q-values within 1e-5 of the row's largest |Q|; the actions act's, except where float
+    // rounding decides between two Q-values within that of each other (then the positions
+    // that follow differ, and the comparison stops there).
+    std::size_t compared = 0;
+    for (; compared < got.size(); ++compared) {
+      const auto q = expected[compared]["q"].get<std::vector<double>>();
+      const auto r = got[compared]["q"].get<std::vector<double>>();
+      ASSERT_EQ(q.size(), r.size());
+      ASSERT_EQ(got[compared]["bar"], expected[compared]["bar"]);
+      double largest = 0.0;
+      for (double v : q)
+        largest = std::max(largest, std::fabs(v));
+      for (std::size_t a = 0; a < q.size(); ++a)
+        EXPECT_NEAR(r[a], q[a], 1e-5 * largest) << "bar " << expected[compared]["bar"];
+      if (got[compared]["action"] != expected[compared]["action"]) {
+        std::vector<double> sorted = q;
+        std::sort(sorted.rbegin(), sorted.rend());
+        EXPECT_LE(sorted[0] - sorted[1], 2e-5 * largest)
+            << "bar " << expected[compared]["bar"] << ": actions differ without a tie";
+        break;
+      }
+      EXPECT_EQ(got[compared]["position"].get<double>(),
+                expected[compared]["position"].get<double>());
+    }
+    EXPECT_GE(compared, 1000u);
+  }
+}
+
+// An export that cannot be written exits 1 and leaves nothing; a path that is no file exits 2.
+TEST_F(Export, AnUnwritablePathLeavesNothing) {
+  const data::Bars bars = testing::fixture_bars(400, m_seed % 1000 + 13);
+  const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[0];
+  io::write_policy(path("p.dqnpolicy"), p.file);
+  const Result missing =
+      cli("export --onnx " + path("no/such/dir/m.onnx") + " --weights " + path("p.dqnpolicy"));
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("cannot create"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(path("no")));
+  fs::create_directories(path("dir"));
+  const Result directory =
+      cli("export --onnx " + path("dir") + " --weights " + path("p.dqnpolicy"));
+  EXPECT_EQ(directory.code, 2);
+  EXPECT_NE(directory.err.find("--onnx " + path("dir") + " is a directory"), std::string::npos)
+      << directory.err;
+  EXPECT_TRUE(fs::is_empty(path("dir")));
+  const Result bad = cli("export --onnx " + path("m.onnx") + " --weights " + path("dir"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_FALSE(fs::exists(path("m.onnx")));
+}
+
+}  // namespace
+}  // namespace dqntrader
