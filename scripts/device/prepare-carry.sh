@@ -4,8 +4,8 @@
 #   .carry/deps/src/kokkos-3.4.01   the unpacked Kokkos sources (bootstrap.sh patches them there)
 #   .carry/deps/tarballs/           the Kokkos 4.6.01 release tarball, when shared/deps beside the
 #                                   checkout has it (cuda-suite.sh --kokkos 4.6.01)
-#   .carry/debroot/                 Debian's GoogleTest, Google Benchmark, CLI11 and
-#                                   nlohmann-json, unpacked (headers, static and shared libs)
+#   .carry/debroot/                 Debian's GoogleTest, Google Benchmark, CLI11, nlohmann-json
+#                                   and xxHash, unpacked (headers, static and shared libs)
 # Pass the call carry: [".carry"].
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,7 +21,7 @@ if [ -f "$tarballs/kokkos-4.6.01.tar.gz" ]; then
   cp "$tarballs/kokkos-4.6.01.tar.gz" "$carry/deps/tarballs/"
 fi
 (cd "$carry/debs" && apt-get download -qq libgtest-dev libgmock-dev libbenchmark-dev \
-  libbenchmark1debian libcli11-dev nlohmann-json3-dev)
+  libbenchmark1debian libcli11-dev nlohmann-json3-dev libxxhash-dev)
 for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$carry/debroot"; done
 rm -rf "$carry/debs" "$carry/debroot/usr/share/doc"
 du -sh "$carry"
