@@ -13,7 +13,7 @@
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/data/synthetic.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 
 namespace dqntrader::testing {
@@ -39,7 +39,7 @@ inline data::Bars fixture_bars(std::size_t count, std::uint64_t seed) {
 
 struct FixturePolicy {
   std::string name;
-  io::PolicyFile file;
+  eval::PolicyFile file;
 };
 
 /// One policy: features resolved on bars (ofi when ofi_window > 0; the named extra columns),
@@ -50,7 +50,7 @@ inline FixturePolicy fixture_policy(const std::string& name, const data::Bars& b
                                     std::uint64_t seed) {
   FixturePolicy p;
   p.name = name;
-  io::PolicyFile& f = p.file;
+  eval::PolicyFile& f = p.file;
   f.features.return_window = 12;
   f.features.volatility_window = 10;
   f.features.ofi_window = ofi_window;

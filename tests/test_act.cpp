@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "dqntrader/data/csv_reader.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "policy_fixtures.hpp"
 #include "test_support.hpp"
 
@@ -117,7 +117,7 @@ TEST_F(Act, DecisionsAreTheReferenceReadersOverEveryShape) {
   data::write_bars_csv(path("bars.csv"), bars);
   std::vector<std::string> policies;
   for (const testing::FixturePolicy& p : testing::fixture_policies(bars, m_seed)) {
-    io::write_policy(path(p.name + ".dqnpolicy"), p.file);
+    eval::write_policy(path(p.name + ".dqnpolicy"), p.file);
     policies.push_back(path(p.name + ".dqnpolicy"));
   }
   ASSERT_EQ(run("train --data " + path("bars.csv") +
@@ -169,7 +169,7 @@ TEST_F(Act, AWindowsPositionsAreTheBacktests) {
   const data::Bars bars = testing::fixture_bars(3000, m_seed % 1000 + 7);
   data::write_bars_csv(path("bars.csv"), bars);
   const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[2];
-  io::write_policy(path("p.dqnpolicy"), p.file);
+  eval::write_policy(path("p.dqnpolicy"), p.file);
   const Result act = run("act --json --weights " + path("p.dqnpolicy") + " --data " +
                          path("bars.csv") + " --from 500 --to 2999");
   ASSERT_EQ(act.code, 0) << act.err;
@@ -204,7 +204,7 @@ TEST_F(Act, FollowAnswersEachRowAsTheWindowDoes) {
   const data::Bars bars = testing::fixture_bars(400, m_seed % 1000 + 3);
   data::write_bars_csv(path("bars.csv"), bars);
   const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[1];
-  io::write_policy(path("p.dqnpolicy"), p.file);
+  eval::write_policy(path("p.dqnpolicy"), p.file);
   const std::size_t warmup = p.file.features.warmup();
   const Result window = run("act --json --weights " + path("p.dqnpolicy") + " --data " +
                             path("bars.csv") + " --to 399");
@@ -254,7 +254,7 @@ TEST_F(Act, BadInputExitsTwoSayingWhat) {
   const data::Bars bars = testing::fixture_bars(300, m_seed % 1000 + 5);
   data::write_bars_csv(path("bars.csv"), bars);
   const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[2];  // ofi, f_x, f_y
-  io::write_policy(path("p.dqnpolicy"), p.file);
+  eval::write_policy(path("p.dqnpolicy"), p.file);
   const std::string policy = " --weights " + path("p.dqnpolicy");
   data::Bars no_extra = bars;
   no_extra.extra.pop_back();

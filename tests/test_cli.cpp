@@ -25,7 +25,7 @@
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/data/timestamp.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 #include "test_support.hpp"
 
@@ -122,7 +122,7 @@ TEST_F(Cli, BacktestOfAPolicyFile) {
   synth.bars = 600;
   const data::Bars bars = data::generate_bars(synth);
   data::write_bars_csv(path("bars.csv"), bars);
-  io::PolicyFile policy;
+  eval::PolicyFile policy;
   policy.features = data::resolve_features(data::FeatureConfig{}, bars);
   policy.network.features = policy.features.count();
   policy.network.hidden = {16};
@@ -130,7 +130,7 @@ TEST_F(Cli, BacktestOfAPolicyFile) {
   policy.stats.stdev.assign(policy.features.count(), 0.01);
   policy.positions = {-1.0, 0.0, 1.0};
   policy.parameters = nn::initial_parameters(nn::ParameterLayout(policy.network), 5);
-  io::write_policy(path("p.dqnpolicy"), policy);
+  eval::write_policy(path("p.dqnpolicy"), policy);
   const Result r = run("backtest --data " + path("bars.csv") + " --weights " + path("p.dqnpolicy") +
                        " --json -");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "dqntrader/data/csv_reader.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "policy_fixtures.hpp"
 #include "test_support.hpp"
 
@@ -71,7 +71,7 @@ TEST_F(Export, OnnxRuntimeTakesActsDecisionsOverEveryShape) {
   data::write_bars_csv(path("bars.csv"), bars);
   std::vector<std::string> policies;
   for (const testing::FixturePolicy& p : testing::fixture_policies(bars, m_seed)) {
-    io::write_policy(path(p.name + ".dqnpolicy"), p.file);
+    eval::write_policy(path(p.name + ".dqnpolicy"), p.file);
     policies.push_back(path(p.name + ".dqnpolicy"));
   }
   ASSERT_EQ(cli("train --data " + path("bars.csv") +
@@ -92,7 +92,7 @@ TEST_F(Export, OnnxRuntimeTakesActsDecisionsOverEveryShape) {
     EXPECT_EQ(meta["opset"][0]["version"], 17);
     EXPECT_EQ(meta["ir_version"], 8);
     std::ofstream(path("meta.json")) << checked.out;
-    const io::PolicyFile file = io::read_policy(policy);
+    const eval::PolicyFile file = eval::read_policy(policy);
     EXPECT_EQ(meta["warmup"], file.features.warmup());
     EXPECT_EQ(meta["positions"].get<std::vector<double>>(), file.positions);
 
@@ -140,7 +140,7 @@ TEST_F(Export, OnnxRuntimeTakesActsDecisionsOverEveryShape) {
 TEST_F(Export, AnUnwritablePathLeavesNothing) {
   const data::Bars bars = testing::fixture_bars(400, m_seed % 1000 + 13);
   const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[0];
-  io::write_policy(path("p.dqnpolicy"), p.file);
+  eval::write_policy(path("p.dqnpolicy"), p.file);
   const Result missing =
       cli("export --onnx " + path("no/such/dir/m.onnx") + " --weights " + path("p.dqnpolicy"));
   EXPECT_EQ(missing.code, 1);

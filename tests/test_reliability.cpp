@@ -20,8 +20,8 @@
 #include "backends/execution.hpp"
 #include "bad_inputs.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
-#include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/train/training_run.hpp"
 #include "test_support.hpp"
 
@@ -332,7 +332,7 @@ TEST_F(Reliability, InjectedNanIsSkippedOrRestoredAndCounted) {
     EXPECT_GE(r[1]["skipped_steps"].get<long>() + r[1]["guard_restores"].get<long>(), 1)
         << r[1].dump();
     EXPECT_FALSE(r[2]["loss"].is_null()) << "training went on with finite numbers";
-    const io::PolicyFile last = io::read_policy((m_dir / kind / "last.dqnpolicy").string());
+    const eval::PolicyFile last = eval::read_policy((m_dir / kind / "last.dqnpolicy").string());
     for (float p : last.parameters)
       ASSERT_TRUE(std::isfinite(p));
   }

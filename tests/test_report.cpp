@@ -19,7 +19,8 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/synthetic.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/report/run_report.hpp"
 #include "dqntrader/report/svg_chart.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -253,7 +254,7 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
   // The metrics are those the run recorded for its best policy.
   nlohmann::json recorded;
   std::ifstream(run + "/final_metrics.json") >> recorded;
-  const nlohmann::json now = io::to_json(r.validation.policy_metrics);
+  const nlohmann::json now = eval::to_json(r.validation.policy_metrics);
   for (const auto& item : recorded.items()) {
     if (item.key() == "baselines" || item.key() == "validation_window" || item.key() == "test")
       continue;  // the built-in policies' metrics and the test window, below, and the window
@@ -295,7 +296,7 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
     ASSERT_EQ(b.path.equity.size(), n + 1) << b.policy;
     EXPECT_NEAR(b.path.equity.back() - 1, b.metrics.total_return, 1e-9) << b.policy;
     // What the run recorded for it, key by key (flat's Sharpe is NaN: recorded as null).
-    EXPECT_EQ(recorded.at("baselines").at(b.policy), io::to_json(b.metrics)) << b.policy;
+    EXPECT_EQ(recorded.at("baselines").at(b.policy), eval::to_json(b.metrics)) << b.policy;
   }
   EXPECT_EQ(r.validation.timestamps_ms.front(), bars.timestamp_ms[r.validation.first_bar]);
   EXPECT_EQ(
@@ -315,11 +316,11 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
   EXPECT_EQ(r.test->last_bar, bars.size() - 1);
   EXPECT_EQ(r.test->first_bar, bars.size() - 500);  // 2,500 bars x 0.2
   EXPECT_EQ(r.validation.last_bar, r.test->first_bar - 1);
-  EXPECT_EQ(test.at("best"), io::to_json(r.test->policy_metrics));
+  EXPECT_EQ(test.at("best"), eval::to_json(r.test->policy_metrics));
   EXPECT_NEAR(r.test->policy.equity.back() - 1, r.test->policy_metrics.total_return, 1e-9);
   EXPECT_EQ(r.test->baselines.size(), 3u);
   for (const report::BaselineCurve& b : r.test->baselines)
-    EXPECT_EQ(test.at("baselines").at(b.policy), io::to_json(b.metrics)) << b.policy;
+    EXPECT_EQ(test.at("baselines").at(b.policy), eval::to_json(b.metrics)) << b.policy;
   EXPECT_NEAR(r.test->baselines[0].path.equity.back(),
               bars.close[r.test->last_bar] / bars.close[r.test->first_bar], 1e-9);
 
@@ -331,7 +332,7 @@ TEST_F(RunReport, AgreesWithTheRunTheClosesAndItsOwnCurves) {
     EXPECT_NE(html.find(std::string("id=\"chart-") + id + "\""), std::string::npos) << id;
   }
   std::size_t definitions = 0;
-  io::metric_definitions(definitions);
+  eval::metric_definitions(definitions);
   std::size_t rows = 0;
   for (std::size_t at = html.find("<tr data-metric="); at != std::string::npos;
        at = html.find("<tr data-metric=", at + 1))

@@ -26,7 +26,7 @@
 #include "dqntrader/core/random.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/sweep/search_space.hpp"
 #include "dqntrader/train/train_config.hpp"
 #include "dqntrader/train/training_run.hpp"

@@ -26,7 +26,7 @@
 #include "dqntrader/env/states.hpp"
 #include "dqntrader/env/trading_env.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
@@ -1220,7 +1220,7 @@ TEST(TrainingRun, WritesTheRunDirectoryAndAPolicyTheBacktestReads) {
   while (std::getline(metrics, line))
     ++lines;
   EXPECT_EQ(lines, 2u);
-  const io::PolicyFile policy = io::read_policy((dir / "best.dqnpolicy").string());
+  const eval::PolicyFile policy = eval::read_policy((dir / "best.dqnpolicy").string());
   EXPECT_EQ(policy.network.hidden, config.hidden);
   // config.json holds every setting and reads back to the same configuration.
   train::TrainConfig reread;

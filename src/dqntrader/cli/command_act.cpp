@@ -27,8 +27,8 @@
 #include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/backtest_config.hpp"
 #include "dqntrader/eval/decisions.hpp"
-#include "dqntrader/io/metrics_json.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 
 namespace dqntrader::cli {
@@ -249,7 +249,7 @@ Command add_act(CLI::App& app) {
       throw InputError("--follow answers the bars as they come: drop --from and --to");
     const std::string path = sweep::policy_path(options->weights);
     check_input("--weights", path);
-    const io::PolicyFile policy = io::read_policy(path);
+    const eval::PolicyFile policy = eval::read_policy(path);
     const std::size_t incoming = incoming_index(options->position, policy.positions);
     eval::BacktestConfig defaults;
     const Precision precision =

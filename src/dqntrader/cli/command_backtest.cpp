@@ -13,10 +13,11 @@
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/csv_field.hpp"
-#include "dqntrader/io/metrics_json.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/io/json_values.hpp"
 
 namespace dqntrader::cli {
 
@@ -26,11 +27,11 @@ namespace {
 std::string metrics_table(const std::vector<std::string>& names,
                           const std::vector<eval::WindowMetrics>& metrics) {
   std::size_t count = 0;
-  const io::MetricDefinition* definitions = io::metric_definitions(count);
+  const eval::MetricDefinition* definitions = eval::metric_definitions(count);
   std::vector<nlohmann::json> values;
   std::vector<std::size_t> widths;
   for (std::size_t k = 0; k < names.size(); ++k) {
-    values.push_back(io::to_json(metrics[k]));
+    values.push_back(eval::to_json(metrics[k]));
     widths.push_back(std::max<std::size_t>(names[k].size(), 14));
   }
   std::ostringstream out;
@@ -58,7 +59,7 @@ std::string metrics_table(const std::vector<std::string>& names,
 // A weight file read, with what decides whether it can share an evaluator with others.
 struct WeightPolicy {
   std::string path;
-  io::PolicyFile file;
+  eval::PolicyFile file;
 };
 
 // The per-bar paths as CSV: a row per bar return of each window (the window's number, the bar
@@ -108,8 +109,8 @@ struct PolicyFiles {
 PolicyFiles read_policy_files(const std::vector<std::string>& paths) {
   PolicyFiles out;
   for (const std::string& path : paths) {
-    out.weights.push_back({path, io::read_policy(path)});
-    const io::PolicyFile& file = out.weights.back().file;
+    out.weights.push_back({path, eval::read_policy(path)});
+    const eval::PolicyFile& file = out.weights.back().file;
     if (!out.weights.front().file.positions.empty() &&
         file.positions != out.weights.front().file.positions) {
       throw InputError(path, 0, 0,
@@ -179,12 +180,12 @@ Evaluated evaluate_policies(const ExecSpace& space, const std::vector<WeightPoli
       continue;
     std::vector<std::size_t> group;
     for (std::size_t j = k; j < weights.size(); ++j) {
-      if (!done[j] && io::same_evaluator(weights[k].file, weights[j].file)) {
+      if (!done[j] && eval::same_evaluator(weights[k].file, weights[j].file)) {
         group.push_back(j);
         done[j] = true;
       }
     }
-    const io::PolicyFile& file = weights[k].file;
+    const eval::PolicyFile& file = weights[k].file;
     std::vector<float> rows;
     for (std::size_t j : group)  // one network: parameter vectors of one length
       rows.insert(rows.end(), weights[j].file.parameters.begin(), weights[j].file.parameters.end());
@@ -340,7 +341,7 @@ Command add_backtest(CLI::App& app) {
         json.push_back(
             {{"policy", names[k]},
              {"window", {{"first_bar", windows[w].begin}, {"last_bar", windows[w].end - 1}}},
-             {"metrics", io::to_json(evaluated.metrics[w][k])}});
+             {"metrics", eval::to_json(evaluated.metrics[w][k])}});
       }
     }
     if (!options->json.empty())

@@ -1,12 +1,12 @@
-// dqntrader export: a policy's whole decision as an ONNX model (io/onnx_export.hpp).
+// dqntrader export: a policy's whole decision as an ONNX model (eval/onnx_export.hpp).
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "dqntrader/cli/commands.hpp"
 #include "dqntrader/core/error.hpp"
-#include "dqntrader/io/onnx_export.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/onnx_export.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 
 namespace dqntrader::cli {
@@ -31,8 +31,8 @@ Command add_export(CLI::App& app) {
     const std::string path = sweep::policy_path(options->weights);
     check_input("--weights", path);
     check_output("--onnx", options->onnx);
-    const io::PolicyFile policy = io::read_policy(path);
-    io::write_onnx_model(options->onnx, policy, path);
+    const eval::PolicyFile policy = eval::read_policy(path);
+    eval::write_onnx_model(options->onnx, policy, path);
     std::cerr << "dqntrader export: wrote " << options->onnx << " (" << nn::describe(policy.network)
               << ", inputs: the closes of the last " << policy.features.warmup() + 1 << " bars"
               << (policy.features.ofi_window > 0

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "dqntrader/cli/commands.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::cli {
@@ -47,7 +47,7 @@ Command add_settings(CLI::App& app) {
 
 std::string metrics_table() {
   std::size_t count = 0;
-  const io::MetricDefinition* definitions = io::metric_definitions(count);
+  const eval::MetricDefinition* definitions = eval::metric_definitions(count);
   std::string table = "| key | definition |\n|---|---|\n";
   for (std::size_t i = 0; i < count; ++i)
     table += std::string("| `") + definitions[i].key + "` | " + definitions[i].definition + " |\n";

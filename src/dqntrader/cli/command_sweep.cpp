@@ -15,7 +15,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/dist/dist.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/sweep/search_space.hpp"
 #include "dqntrader/sweep/selection.hpp"

@@ -1,8 +1,6 @@
 // The metrics of one backtest window (docs/METRICS.md gives each definition).
 #pragma once
 
-#include <Kokkos_Core.hpp>
-
 #include <cstdint>
 
 namespace dqntrader::eval {

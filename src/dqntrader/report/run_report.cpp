@@ -16,9 +16,10 @@
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
-#include "dqntrader/io/metrics_json.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/report/report_parts.hpp"
 #include "dqntrader/report/svg_chart.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
@@ -96,7 +97,7 @@ namespace {
 
 // The policy's metrics and per-bar path on window of bars, and the built-in policies' beside.
 WindowCurves curves_on(const ExecSpace& space, const data::Bars& bars, const eval::BarRange& window,
-                       const io::PolicyFile& policy, const eval::BacktestConfig& backtest) {
+                       const eval::PolicyFile& policy, const eval::BacktestConfig& backtest) {
   WindowCurves curves;
   curves.data_source = bars.source;
   curves.first_bar = window.begin;
@@ -132,7 +133,7 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
     config.test_fraction = 0;  // a run from before test windows held none out
   if (!data_override.empty())
     config.data = data_override;
-  const io::PolicyFile policy = io::read_policy(dir + "/best.dqnpolicy");
+  const eval::PolicyFile policy = eval::read_policy(dir + "/best.dqnpolicy");
   report.epochs = read_epochs(dir);
   if (policy.info.contains("epoch") && policy.info["epoch"].is_number_unsigned())
     report.best_epoch = policy.info["epoch"].get<std::size_t>();
@@ -371,9 +372,9 @@ std::string render_html(const RunReport& r) {
 
   out << "<h2>Metrics of the best policy</h2>\n<table id=\"metrics\">\n"
       << "<tr><th>metric</th><th>value</th><th>definition</th></tr>\n";
-  const nlohmann::json values = io::to_json(v.policy_metrics);
+  const nlohmann::json values = eval::to_json(v.policy_metrics);
   std::size_t count = 0;
-  const io::MetricDefinition* definitions = io::metric_definitions(count);
+  const eval::MetricDefinition* definitions = eval::metric_definitions(count);
   for (std::size_t i = 0; i < count; ++i) {
     out << "<tr data-metric=\"" << definitions[i].key << "\"><td>" << definitions[i].key
         << "</td><td class=\"value\">"

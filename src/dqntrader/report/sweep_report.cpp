@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "dqntrader/core/error.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/report/report_parts.hpp"
 #include "dqntrader/report/svg_chart.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"

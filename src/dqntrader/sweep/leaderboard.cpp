@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/io/csv_field.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 
 namespace dqntrader::sweep {
 
@@ -138,7 +139,7 @@ std::string leaderboard_csv(const SweepPlan& plan) {
   for (const Axis& a : plan.space.axes)
     axes.push_back(a.setting);
   std::size_t count = 0;
-  const io::MetricDefinition* definitions = io::metric_definitions(count);
+  const eval::MetricDefinition* definitions = eval::metric_definitions(count);
   std::ostringstream out;
   out << "row,rank,member,combination,seed,status";
   for (const std::string& a : axes)

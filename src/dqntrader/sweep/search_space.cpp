@@ -11,7 +11,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/random.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 
 namespace dqntrader::sweep {
 

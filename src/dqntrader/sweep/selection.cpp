@@ -12,9 +12,9 @@
 #include "dqntrader/core/transfer.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/eval/selection_statistics.hpp"
-#include "dqntrader/io/metrics_json.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/training_run.hpp"
 
@@ -25,7 +25,7 @@ namespace {
 // A member whose selected policy takes part, and its column of the return matrix.
 struct Candidate {
   std::size_t member = 0;
-  io::PolicyFile policy;
+  eval::PolicyFile policy;
   std::size_t column = 0;
 };
 
@@ -76,7 +76,7 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   std::size_t begin = 0, end = bars.size();
   for (Candidate& c : candidates) {
     const std::string path = plan.directory + "/" + plan.members[c.member].run + "/best.dqnpolicy";
-    c.policy = io::read_policy(path);
+    c.policy = eval::read_policy(path);
     train::check_same_data(data, path);
     const train::RunWindows w =
         train::split_windows(member_config(plan, c.member), data.bars.size(),
@@ -100,7 +100,7 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
     std::vector<std::size_t> group;
     std::vector<float> rows;
     for (std::size_t i = k; i < candidates.size(); ++i) {
-      if (!done[i] && io::same_evaluator(candidates[k].policy, candidates[i].policy)) {
+      if (!done[i] && eval::same_evaluator(candidates[k].policy, candidates[i].policy)) {
         done[i] = true;
         group.push_back(i);
         candidates[i].column = column++;
@@ -108,7 +108,7 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
                     candidates[i].policy.parameters.end());
       }
     }
-    const io::PolicyFile& policy = candidates[k].policy;
+    const eval::PolicyFile& policy = candidates[k].policy;
     const data::FeatureSet features(space, bars, policy.features);
     eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,
                                       train::backtest_config(config, policy.positions),

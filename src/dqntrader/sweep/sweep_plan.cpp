@@ -11,8 +11,9 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/io/atomic_file.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 
 namespace dqntrader::sweep {
@@ -223,9 +224,9 @@ MemberResult member_result(const train::RunResult& result) {
   r.best_epoch = result.best_epoch;
   r.validation_sharpe = result.best_epoch > 0 ? result.best_sharpe : std::nan("");
   r.last_sharpe = result.epochs > 0 ? result.last_sharpe : std::nan("");
-  r.best = result.best_epoch > 0 ? io::to_json(result.best) : nlohmann::json::object();
+  r.best = result.best_epoch > 0 ? eval::to_json(result.best) : nlohmann::json::object();
   if (result.test)
-    r.test = io::to_json(result.test->best);
+    r.test = eval::to_json(result.test->best);
   r.failure = result.failure;
   r.schedule = result.schedule;
   return r;

@@ -9,7 +9,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/status_line.hpp"
-#include "dqntrader/io/metrics_json.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/training_run.hpp"

@@ -28,7 +28,6 @@
 #include "dqntrader/train/member_networks.hpp"
 #include "dqntrader/train/td_loss.hpp"
 #include "dqntrader/train/training_guard.hpp"
-#include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::train {
 
@@ -927,8 +926,8 @@ double DqnTrainer::recorded_kernels_per_step() const {
   return m_engine->recorded_kernels_per_step();
 }
 
-io::PolicyFile DqnTrainer::policy(const std::vector<float>& parameters) const {
-  io::PolicyFile p;
+eval::PolicyFile DqnTrainer::policy(const std::vector<float>& parameters) const {
+  eval::PolicyFile p;
   p.network = m_engine->network;
   p.features = m_engine->feature_spec;
   p.stats = m_engine->stats;

@@ -38,9 +38,9 @@
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/data/bars.hpp"
 #include "dqntrader/data/features.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/eval/window_metrics.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
-#include "dqntrader/io/policy_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 #include "dqntrader/train/learning_path.hpp"
 #include "dqntrader/train/train_config.hpp"
@@ -154,7 +154,7 @@ class DqnTrainer {
   double recorded_kernels_per_step() const;
 
   /// A policy file of the given parameters, with this run's features and statistics.
-  io::PolicyFile policy(const std::vector<float>& parameters) const;
+  eval::PolicyFile policy(const std::vector<float>& parameters) const;
 
   const nn::NetworkSpec& network() const;
   const data::FeatureSpec& features() const;

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/io/json_values.hpp"
 
 namespace dqntrader::train {
 
@@ -559,6 +560,86 @@ MemberRecords member_records(const TrainConfig& config, const TrainConfig& popul
   r.kernels.probe = c.probe_interval > 0 && population.probe_interval > 0 ? 1 : 0;
   r.adam.schedule_steps = static_cast<std::int64_t>(c.epochs * c.steps_per_epoch);
   return r;
+}
+
+namespace {
+
+nlohmann::json setting_value(const Setting& s) {
+  const std::string v = s.get();
+  if (s.is_flag)
+    return v == "true";
+  if (s.is_list) {
+    nlohmann::json list = nlohmann::json::array();
+    std::stringstream in(v);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      if (item.empty())
+        continue;
+      if (s.is_number) {
+        list.push_back(std::stoull(item));
+      } else {
+        list.push_back(item);
+      }
+    }
+    return list;
+  }
+  if (s.is_number)
+    return nlohmann::json::parse(v);
+  return v;
+}
+
+std::string as_text(const nlohmann::json& value) {
+  if (value.is_string())
+    return value.get<std::string>();
+  if (value.is_boolean())
+    return value.get<bool>() ? "true" : "false";
+  if (value.is_array()) {
+    std::string joined;
+    for (const auto& item : value)
+      joined.append(joined.empty() ? "" : ",").append(as_text(item));
+    return joined;
+  }
+  return value.dump();
+}
+
+}  // namespace
+
+std::string settings_json(TrainConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Setting& s : settings(config))
+    j[s.name] = setting_value(s);
+  return j.dump(2) + "\n";
+}
+
+void apply_settings_json(TrainConfig& config, const std::string& path) {
+  apply_settings(config, io::read_json_file(path), path);
+}
+
+void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object())
+    throw InputError(source, 0, 0, "expected a JSON object of settings");
+  std::vector<Setting> all = settings(config);
+  for (const auto& item : j.items()) {
+    auto found = std::find_if(all.begin(), all.end(),
+                              [&](const Setting& s) { return s.name == item.key(); });
+    if (found == all.end())
+      throw InputError(source, 0, 0, "unknown setting '" + item.key() + "'");
+    const nlohmann::json& value = item.value();
+    if (value.is_object() || value.is_null() || (value.is_array() && !found->is_list)) {
+      throw InputError(source, 0, 0,
+                       "setting " + item.key() + ": expected " +
+                           (found->is_list     ? "a list or a comma-separated string"
+                            : found->is_flag   ? "true or false"
+                            : found->is_number ? "a number"
+                                               : "a string") +
+                           ", not " + value.dump());
+    }
+    try {
+      found->set(as_text(item.value()));
+    } catch (const InputError& e) {
+      throw InputError(source, 0, 0, e.what());
+    }
+  }
 }
 
 eval::BacktestConfig backtest_config(const TrainConfig& c, const std::vector<double>& positions) {

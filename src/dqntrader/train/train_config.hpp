@@ -167,6 +167,15 @@ struct MemberRecords {
 };
 MemberRecords member_records(const TrainConfig& config, const TrainConfig& population);
 
+/// The settings as a JSON object (name -> value), as config.json holds them.
+std::string settings_json(TrainConfig& config);
+
+/// Applies a JSON object of settings (a --config file); unknown keys are InputErrors naming
+/// the file.
+void apply_settings_json(TrainConfig& config, const std::string& path);
+/// The same for an object in memory (source names where it came from in messages).
+void apply_settings(TrainConfig& config, const nlohmann::json& settings, const std::string& source);
+
 /// The backtest settings of a run's validation: its cost, annualisation, risk-free rate,
 /// chunking and precision, with the positions the actions stand for.
 eval::BacktestConfig backtest_config(const TrainConfig& config,

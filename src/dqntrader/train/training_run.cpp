@@ -24,54 +24,17 @@
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
-#include "dqntrader/io/metrics_json.hpp"
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/io/json_values.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 
 namespace dqntrader::train {
 
 namespace {
-
-nlohmann::json setting_value(const Setting& s) {
-  const std::string v = s.get();
-  if (s.is_flag)
-    return v == "true";
-  if (s.is_list) {
-    nlohmann::json list = nlohmann::json::array();
-    std::stringstream in(v);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      if (item.empty())
-        continue;
-      if (s.is_number) {
-        list.push_back(std::stoull(item));
-      } else {
-        list.push_back(item);
-      }
-    }
-    return list;
-  }
-  if (s.is_number)
-    return nlohmann::json::parse(v);
-  return v;
-}
-
-std::string as_text(const nlohmann::json& value) {
-  if (value.is_string())
-    return value.get<std::string>();
-  if (value.is_boolean())
-    return value.get<bool>() ? "true" : "false";
-  if (value.is_array()) {
-    std::string joined;
-    for (const auto& item : value)
-      joined.append(joined.empty() ? "" : ",").append(as_text(item));
-    return joined;
-  }
-  return value.dump();
-}
 
 // Appends one line and flushes it to disk: a record is in metrics.jsonl whole or not at all
 // (an interrupted write leaves at most a partial last line, which readers skip).
@@ -88,44 +51,6 @@ void append_line(const std::string& path, const std::string& line) {
 }
 
 }  // namespace
-
-std::string settings_json(TrainConfig& config) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const Setting& s : settings(config))
-    j[s.name] = setting_value(s);
-  return j.dump(2) + "\n";
-}
-
-void apply_settings_json(TrainConfig& config, const std::string& path) {
-  apply_settings(config, io::read_json_file(path), path);
-}
-
-void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::string& source) {
-  if (!j.is_object())
-    throw InputError(source, 0, 0, "expected a JSON object of settings");
-  std::vector<Setting> all = settings(config);
-  for (const auto& item : j.items()) {
-    auto found = std::find_if(all.begin(), all.end(),
-                              [&](const Setting& s) { return s.name == item.key(); });
-    if (found == all.end())
-      throw InputError(source, 0, 0, "unknown setting '" + item.key() + "'");
-    const nlohmann::json& value = item.value();
-    if (value.is_object() || value.is_null() || (value.is_array() && !found->is_list)) {
-      throw InputError(source, 0, 0,
-                       "setting " + item.key() + ": expected " +
-                           (found->is_list     ? "a list or a comma-separated string"
-                            : found->is_flag   ? "true or false"
-                            : found->is_number ? "a number"
-                                               : "a string") +
-                           ", not " + value.dump());
-    }
-    try {
-      found->set(as_text(item.value()));
-    } catch (const InputError& e) {
-      throw InputError(source, 0, 0, e.what());
-    }
-  }
-}
 
 std::vector<std::string> checkpoint_paths(const std::string& run_directory) {
   std::vector<std::pair<long, std::string>> found;
@@ -295,7 +220,7 @@ std::string fingerprint_text(std::uint64_t fingerprint) {
 }
 
 void check_same_data(const RunData& data, const std::string& policy_path) {
-  const io::PolicyFile policy = io::read_policy(policy_path);
+  const eval::PolicyFile policy = eval::read_policy(policy_path);
   if (!policy.info.contains("data_fingerprint") ||
       policy.info["data_fingerprint"] != fingerprint_text(data.fingerprint)) {
     throw InputError(
@@ -330,12 +255,12 @@ nlohmann::json baselines_json(const std::vector<Baseline>& baselines) {
   nlohmann::json j = nlohmann::json::object();
   for (const Baseline& b : baselines) {
     nlohmann::json record;
-    record["validation"] = io::to_json(b.windows.front());
+    record["validation"] = eval::to_json(b.windows.front());
     record["validation_sharpe"] = io::json_number(b.validation_sharpe);
     if (b.windows.size() > 1) {
       nlohmann::json windows = nlohmann::json::array();
       for (const auto& m : b.windows)
-        windows.push_back(io::to_json(m));
+        windows.push_back(eval::to_json(m));
       record["validation_windows"] = windows;
     }
     j[b.policy] = record;
@@ -346,14 +271,14 @@ nlohmann::json baselines_json(const std::vector<Baseline>& baselines) {
 nlohmann::json to_json(const TestResult& test) {
   nlohmann::json baselines = nlohmann::json::object();
   for (const auto& [policy, metrics] : test.baselines)
-    baselines[policy] = io::to_json(metrics);
+    baselines[policy] = eval::to_json(metrics);
   return {{"window",
            {{"data", test.source},
             {"first_bar", test.first_bar},
             {"last_bar", test.last_bar},
             {"fingerprint", fingerprint_text(test.fingerprint)}}},
-          {"best", io::to_json(test.best)},
-          {"last", io::to_json(test.last)},
+          {"best", eval::to_json(test.best)},
+          {"last", eval::to_json(test.last)},
           {"baselines", baselines}};
 }
 
@@ -402,7 +327,7 @@ TestResult look_at_test_window(const ExecSpace& space, const DqnTrainer& trainer
                                const RunData& data, const data::FeatureSet& features,
                                const TrainConfig& population, const std::vector<float>& rows,
                                std::size_t policies, std::vector<eval::WindowMetrics>& metrics) {
-  const io::PolicyFile shape = trainer.policy({});
+  const eval::PolicyFile shape = trainer.policy({});
   const eval::BarRange window = test_window(data, shape.features);
   const eval::BacktestConfig config = backtest_config(population, trainer.positions());
   eval::BacktestEvaluator evaluator(space, features, shape.stats, shape.network, window, config,
@@ -465,18 +390,18 @@ std::string member_section(const char* name, std::size_t m) {
 
 // The member's best.dqnpolicy: its best parameters so far, with the epoch and its Sharpe.
 void write_best(const MemberRun& run, const DqnTrainer& trainer, std::uint64_t fingerprint) {
-  io::PolicyFile best = trainer.policy(run.best_parameters);
+  eval::PolicyFile best = trainer.policy(run.best_parameters);
   best.info = {{"epoch", run.result.best_epoch},
                {"validation_sharpe", io::json_number(run.result.best_sharpe)},
                {"data_fingerprint", fingerprint_text(fingerprint)}};
-  io::write_policy(run.dir + "best.dqnpolicy", best);
+  eval::write_policy(run.dir + "best.dqnpolicy", best);
 }
 
 // The member's last.dqnpolicy: its last parameters.
 void write_last(const MemberRun& run, const DqnTrainer& trainer, std::uint64_t fingerprint) {
-  io::PolicyFile last = trainer.policy(run.last_parameters);
+  eval::PolicyFile last = trainer.policy(run.last_parameters);
   last.info = {{"epoch", run.result.epochs}, {"data_fingerprint", fingerprint_text(fingerprint)}};
-  io::write_policy(run.dir + "last.dqnpolicy", last);
+  eval::write_policy(run.dir + "last.dqnpolicy", last);
 }
 
 // A member that takes no more steps: its parameters now are its last (kept, and written).
@@ -490,10 +415,10 @@ void close_member(MemberRun& run, const DqnTrainer& trainer, std::size_t m,
 // The member's results when the run ends: final_metrics.json.
 void write_final_metrics(const MemberRun& run, const std::vector<Baseline>& baselines,
                          std::size_t val_begin, std::size_t val_end) {
-  nlohmann::json final_metrics = io::to_json(run.result.best);
+  nlohmann::json final_metrics = eval::to_json(run.result.best);
   nlohmann::json kept = nlohmann::json::object();
   for (const Baseline& b : baselines)
-    kept[b.policy] = io::to_json(b.windows.front());
+    kept[b.policy] = eval::to_json(b.windows.front());
   final_metrics["baselines"] = kept;
   final_metrics["validation_window"] = {{"first_bar", val_begin}, {"last_bar", val_end - 1}};
   if (run.result.test)
@@ -519,12 +444,12 @@ nlohmann::json end_epoch(MemberRun& run, const EpochReport& r, DqnTrainer& train
   record["skipped_steps"] = r.skipped;
   record["guard_restores"] = r.restores;
   record["consecutive_faults"] = r.consecutive_faults;
-  record["validation"] = io::to_json(r.validation.front());
+  record["validation"] = eval::to_json(r.validation.front());
   record["validation_sharpe"] = io::json_number(r.validation_sharpe);
   if (r.validation.size() > 1) {
     nlohmann::json windows = nlohmann::json::array();
     for (const auto& v : r.validation)
-      windows.push_back(io::to_json(v));
+      windows.push_back(eval::to_json(v));
     record["validation_windows"] = windows;
   }
   nlohmann::json probe = nlohmann::json::object();

@@ -161,13 +161,4 @@ std::vector<RunResult> run_population(const ExecSpace& space,
 /// The checkpoints in a run directory, newest first.
 std::vector<std::string> checkpoint_paths(const std::string& run_directory);
 
-/// The settings as a JSON object (name -> value), as config.json holds them.
-std::string settings_json(TrainConfig& config);
-
-/// Applies a JSON object of settings (a --config file); unknown keys are InputErrors naming
-/// the file.
-void apply_settings_json(TrainConfig& config, const std::string& path);
-/// The same for an object in memory (source names where it came from in messages).
-void apply_settings(TrainConfig& config, const nlohmann::json& settings, const std::string& source);
-
 }  // namespace dqntrader::train

@@ -1,16 +1,12 @@
-// WindowMetrics as JSON, with exactly the keys docs/METRICS.md lists.
+// Numbers as dqntrader's JSON files write them (null for NaN, "inf"), their text in tables and
+// progress lines, and JSON files read with errors naming the file.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <string>
 
-#include "dqntrader/eval/window_metrics.hpp"
-
 namespace dqntrader::io {
-
-/// NaN is written as null, +inf as the string "inf" (and -inf as "-inf").
-nlohmann::json to_json(const eval::WindowMetrics& metrics);
 
 /// A JSON number, or null for NaN, or "inf"/"-inf".
 nlohmann::json json_number(double value);
@@ -18,13 +14,6 @@ nlohmann::json json_number(double value);
 /// The number json_number wrote: a JSON number, +-infinity for "inf"/"-inf", NaN for anything
 /// else (null, a missing value).
 double number_of(const nlohmann::json& value);
-
-/// The metric keys in report order, each with its one-line definition.
-struct MetricDefinition {
-  const char* key;
-  const char* definition;
-};
-const MetricDefinition* metric_definitions(std::size_t& count);
 
 /// "1.234", "nan" or "inf", for tables.
 std::string format_metric(double value, int precision = 6);

@@ -1,4 +1,4 @@
-#include "dqntrader/io/onnx_export.hpp"
+#include "dqntrader/eval/onnx_export.hpp"
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -13,7 +13,7 @@
 #include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 
-namespace dqntrader::io {
+namespace dqntrader::eval {
 
 namespace {
 
@@ -266,7 +266,7 @@ std::string onnx_model(const PolicyFile& policy, const std::string& source) {
 
 void write_onnx_model(const std::string& path, const PolicyFile& policy,
                       const std::string& source) {
-  write_file_atomically(path, onnx_model(policy, source));
+  io::write_file_atomically(path, onnx_model(policy, source));
 }
 
-}  // namespace dqntrader::io
+}  // namespace dqntrader::eval

@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 
-namespace dqntrader::io {
+namespace dqntrader::eval {
 
 /// The ONNX model of policy's decision (opset 17, IR version 8), serialized, and checked by
 /// ONNX's own checker. source names the policy in the model's metadata.
@@ -18,4 +18,4 @@ std::string onnx_model(const PolicyFile& policy, const std::string& source);
 /// onnx_model() written to path atomically (nothing is left on failure).
 void write_onnx_model(const std::string& path, const PolicyFile& policy, const std::string& source);
 
-}  // namespace dqntrader::io
+}  // namespace dqntrader::eval

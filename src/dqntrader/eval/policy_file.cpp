@@ -1,4 +1,4 @@
-#include "dqntrader/io/policy_file.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,7 +13,7 @@
 #include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/io/input_file.hpp"
 
-namespace dqntrader::io {
+namespace dqntrader::eval {
 
 namespace {
 
@@ -55,12 +55,12 @@ void write_policy(const std::string& path, const PolicyFile& policy) {
   out.append(reinterpret_cast<const char*>(policy.parameters.data()),
              policy.parameters.size() * sizeof(float));
   put(out, hash64(out.data(), out.size()));
-  write_file_atomically(path, out);
+  io::write_file_atomically(path, out);
 }
 
 PolicyFile read_policy(const std::string& path) {
   auto fail = [&](const std::string& what) -> void { throw InputError(path, 0, 0, what); };
-  const std::string bytes = read_file(path);
+  const std::string bytes = io::read_file(path);
   if (bytes.size() < 8 + 4 + 8 + 8 + 8 || std::memcmp(bytes.data(), magic, 8) != 0) {
     fail("not a dqntrader policy file");
   }
@@ -148,4 +148,4 @@ bool same_evaluator(const PolicyFile& a, const PolicyFile& b) {
          a.stats.stdev == b.stats.stdev && a.positions == b.positions;
 }
 
-}  // namespace dqntrader::io
+}  // namespace dqntrader::eval

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "dqntrader/data/features.hpp"
+#include "dqntrader/data/feature_spec.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 
-namespace dqntrader::io {
+namespace dqntrader::eval {
 
 struct PolicyFile {
   nn::NetworkSpec network;
@@ -36,4 +36,4 @@ void write_policy(const std::string& path, const PolicyFile& policy);
 /// Reads and verifies (checksum, sizes, consistency); InputError for a bad file.
 PolicyFile read_policy(const std::string& path);
 
-}  // namespace dqntrader::io
+}  // namespace dqntrader::eval
