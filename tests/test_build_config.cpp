@@ -2,10 +2,14 @@
 #include <gtest/gtest.h>
 #include <Kokkos_Core.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
-#include <type_traits>
 
 #include "backends/gemm.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
@@ -35,21 +39,33 @@ TEST(BuildConfig, KokkosVersionIsPrintedAsKokkosPrintsIt) {
   EXPECT_NE(kokkos_configuration().find(expected), std::string::npos) << kokkos_configuration();
 }
 
-#if defined(DQNTRADER_BACKEND_CUDA)
-TEST(BuildConfig, DefaultExecutionSpaceIsCuda) {
-  EXPECT_TRUE((std::is_same<ExecSpace, Kokkos::Cuda>::value));
-  EXPECT_STREQ(gemm::backend_name(), "cuda");
-  EXPECT_NE(kokkos_configuration().find("KOKKOS_ENABLE_CUDA: yes"), std::string::npos)
-      << kokkos_configuration();
+// The command is built for the backend and the execution space the library was: its version
+// line names the library's backend, and `dqntrader info` the execution space and the Kokkos
+// this suite runs on (two binaries, configured and linked apart, that must agree).
+TEST(BuildConfig, TheCommandRunsTheLibrarysBackendAndExecutionSpace) {
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("dqntrader-build-config-" + std::to_string(::getpid()) + ".txt"))
+                              .string();
+  auto command = [&](const std::string& arguments) {
+    const int status = std::system(
+        (std::string(DQNTRADER_CLI_PATH) + " " + arguments + " >" + out + " 2>&1").c_str());
+    std::ifstream in(out);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(status, 0) << arguments << ": " << text.str();
+    return text.str();
+  };
+  const std::string version = command("--version");
+  EXPECT_NE(version.find(std::string(", backend ") + gemm::backend_name() + ")"), std::string::npos)
+      << version;
+  const std::string info = command("info");
+  std::remove(out.c_str());
+  EXPECT_NE(info.find(std::string("backend: ") + gemm::backend_name() + "\n"), std::string::npos)
+      << info;
+  EXPECT_NE(info.find(std::string("execution space ") + ExecSpace::name() + ","), std::string::npos)
+      << info;
+  EXPECT_NE(info.find("Kokkos: " + compat::kokkos_version_string()), std::string::npos) << info;
 }
-#else
-TEST(BuildConfig, DefaultExecutionSpaceIsOpenMP) {
-  EXPECT_TRUE((std::is_same<ExecSpace, Kokkos::OpenMP>::value));
-  EXPECT_STREQ(gemm::backend_name(), "openmp");
-  EXPECT_NE(kokkos_configuration().find("KOKKOS_ENABLE_OPENMP: yes"), std::string::npos)
-      << kokkos_configuration();
-}
-#endif
 
 #if defined(DQNTRADER_BACKEND_OPENMP)
 // CTest runs the suite at a given thread count (tests/CMakeLists.txt) through the spelling of

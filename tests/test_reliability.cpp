@@ -6,10 +6,14 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -22,6 +26,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
+#include "dqntrader/train/run_checkpoint.hpp"
 #include "dqntrader/train/training_run.hpp"
 #include "test_support.hpp"
 
@@ -70,6 +75,79 @@ class Reliability : public ::testing::Test {
   fs::path m_dir;
   exec::StreamSpace m_stream;
 };
+
+// --- the run's record in a checkpoint ----------------------------------------------------
+
+// Every field of the run's record comes back from a checkpoint file as it went in; a record
+// without the fields older checkpoints lack (the test window's fingerprint, a member's last
+// parameters before it finished) reads them as absent.
+TEST_F(Reliability, TheRunsCheckpointRecordRoundTripsEveryField) {
+  std::mt19937_64 rng(testing::test_seed());
+  std::uniform_real_distribution<double> uniform(-3.0, 3.0);
+  auto number = [&] { return static_cast<std::int64_t>(rng() % 100000); };
+  auto floats = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v)
+      x = static_cast<float>(uniform(rng));
+    return v;
+  };
+  train::RunCheckpoint record;
+  record.epoch = number();
+  record.data_fingerprint = rng();
+  record.test_fingerprint = rng();
+  for (std::size_t m = 0; m < 3; ++m) {
+    train::RunCheckpoint::Member member;
+    member.settings = {{"gamma", uniform(rng)}, {"hidden", {number(), number()}}, {"seed", m}};
+    member.state =
+        train::MemberState{uniform(rng), uniform(rng), number(), number(), number(), 1, 0, 1};
+    member.best_parameters = floats(17 + m);
+    member.best_metrics.bars = number();
+    member.best_metrics.sharpe = uniform(rng);
+    member.best_metrics.max_drawdown = -std::fabs(uniform(rng));
+    member.best_metrics.trades_closed = number();
+    member.best_metrics.profit_factor = std::numeric_limits<double>::infinity();
+    if (m != 1)
+      member.last_parameters = floats(17 + m);
+    member.metrics = "{\"epoch\":" + std::to_string(number()) + "}\n";
+    member.timings = "{\"train_seconds\":" + std::to_string(uniform(rng)) + "}\n";
+    record.members.push_back(member);
+  }
+  std::vector<io::Section> sections = {{"trainer_state", "kept apart"}};
+  record.append_to(sections);
+  const std::string path = (m_dir / "record.dqnckpt").string();
+  io::write_sections(path, sections);
+  const train::RunCheckpoint back = train::RunCheckpoint::read(io::read_sections(path), path);
+  EXPECT_EQ(back.epoch, record.epoch);
+  EXPECT_EQ(back.data_fingerprint, record.data_fingerprint);
+  EXPECT_EQ(back.test_fingerprint, record.test_fingerprint);
+  ASSERT_EQ(back.members.size(), record.members.size());
+  for (std::size_t m = 0; m < record.members.size(); ++m) {
+    const auto& a = record.members[m];
+    const auto& b = back.members[m];
+    EXPECT_EQ(b.settings, a.settings);
+    EXPECT_EQ(std::memcmp(&b.state, &a.state, sizeof a.state), 0) << "member " << m;
+    EXPECT_EQ(b.best_parameters, a.best_parameters);
+    EXPECT_EQ(std::memcmp(&b.best_metrics, &a.best_metrics, sizeof a.best_metrics), 0);
+    EXPECT_EQ(b.last_parameters, a.last_parameters);
+    EXPECT_EQ(b.metrics, a.metrics);
+    EXPECT_EQ(b.timings, a.timings);
+  }
+  // As a checkpoint from before the test window's fingerprint was recorded.
+  sections.erase(std::remove_if(sections.begin(), sections.end(),
+                                [](const io::Section& s) { return s.name == "test_fingerprint"; }),
+                 sections.end());
+  EXPECT_FALSE(train::RunCheckpoint::read(sections, path).test_fingerprint.has_value());
+  // A section missing is named.
+  sections.erase(std::remove_if(sections.begin(), sections.end(),
+                                [](const io::Section& s) { return s.name == "run/2"; }),
+                 sections.end());
+  try {
+    train::RunCheckpoint::read(sections, path);
+    ADD_FAILURE() << "a record without run/2 was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("run/2"), std::string::npos) << e.what();
+  }
+}
 
 // --- determinism and exact resume -------------------------------------------------------
 

@@ -30,6 +30,7 @@
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
+#include "dqntrader/train/run_checkpoint.hpp"
 #include "dqntrader/train/training_run.hpp"
 #include "test_support.hpp"
 

@@ -1008,6 +1008,16 @@ std::size_t part_stride(const Shape& s) {
   return (s.size + 3) / 4 * 4;
 }
 
+}  // namespace
+
+std::size_t member_bytes(const Shape& shape, std::size_t batch) {
+  constexpr std::size_t kFewestRows = 16;  // the smallest chunk the constructor chooses
+  const std::size_t chunks = (batch + kFewestRows - 1) / kFewestRows;
+  return chunks * (part_stride(shape) * sizeof(float) + kSums * sizeof(double));
+}
+
+namespace {
+
 int shared_limit() {
   int device = 0, bytes = 0;
   DQNTRADER_CUDA(cudaGetDevice(&device));

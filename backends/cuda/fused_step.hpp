@@ -49,6 +49,11 @@ bool takes(const Shape& shape);
 std::size_t waves(const Shape& shape, std::size_t members, std::size_t batch,
                   std::size_t environments);
 
+/// The most device memory a member's chunks take beside what every learning path holds (its
+/// parts: a gradient and the loss's sums a chunk), for batches of batch samples: chunks of the
+/// fewest samples Step chooses (16).
+std::size_t member_bytes(const Shape& shape, std::size_t batch);
+
 /// What a step reads: the networks (bf16 working copies, member m's online network at m *
 /// stride values, its target at (M + m) * stride; the heads' biases from the float master
 /// copy, laid out alike), the states (member m's row r at m * state_member + r * state_row:

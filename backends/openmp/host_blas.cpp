@@ -3,9 +3,9 @@
 //
 // OpenBLAS (DYNAMIC_ARCH) picks its kernels once, in its library constructor, from the CPU it
 // recognises. A CPU newer than the release may be taken for an older one: Debian's 0.3.21
-// runs an AVX-512 Xeon of today on its generic Prescott kernels (sgemm 2048^3 on 2 threads
-// 33-54 GFLOP/s against 230 with the SkylakeX kernels) and this project's AMD EPYC machine on
-// its Haswell (AVX2) kernels (268 against 507 GFLOP/s; docs/BENCHMARKS.md). Since the choice
+// runs an AVX-512 Xeon of today on its generic Prescott kernels and this project's AMD EPYC
+// machine on its Haswell (AVX2) kernels, several times below what the CPU's own kernels reach
+// (docs/BENCHMARKS.md, "CPU"). Since the choice
 // is made before main runs, the only way to change it is OPENBLAS_CORETYPE in the
 // environment of a fresh image of the program: route_host_library() sets it and executes the
 // program again, once, when the CPU has the instructions of the better core.

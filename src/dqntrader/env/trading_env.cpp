@@ -127,7 +127,7 @@ void TradingEnv::step(const ExecSpace& space, const gemm::StridedBatch<const flo
         });
         // Every team has read the counters above before it arrives; the last advances every
         // member's, a thread a member (one thread in turn, each a chain of loads and stores,
-        // took 18 us for 64 members on the H200).
+        // was a long serial chain for a population).
         if (last_to_arrive(member, &arrivals(), teams)) {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(member, members), [&](const std::size_t n) {
             if (all_active || active(n) != 0) {

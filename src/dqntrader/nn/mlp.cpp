@@ -133,7 +133,7 @@ namespace {
 // many learners, longer chunks rather than more teams, each with its fence and atomic: at most
 // kColumnTeams, about the teams an H200 holds at once (two each on 132 multiprocessors), so
 // that such a pass is one wave (at 16 members of the EPOCH network one chunk a tile, no
-// partial sums: 440 us a step, 458 us at two chunks a tile in 512 teams). The
+// partial sums, was faster than two chunks a tile in 512 teams: docs/BENCHMARKS.md). The
 // order of a learner's sums then depends on the number of learners, by their chunks. On the
 // host a team is one thread, which takes a tile of up to kHostTilePacks packs one pack after
 // another over a chunk of kHostChunkRows rows (one group), for any number of learners.
@@ -699,7 +699,7 @@ void Mlp<T>::backward(const ExecSpace& space, const exec::SideStream& side, cons
   // the head's weight gradient H^T g. One learner whose rows take several chunks has the head's
   // weight gradient in a pass of its own on the side, beside the chain below: there the joint
   // pass, its sums added over the chunks by a last team, is the longest link of the chain (on
-  // CUDA at the EPOCH shape 13.5 us, against 10.8 without the weight gradient); for a
+  // CUDA at the EPOCH shape, a quarter longer than without the weight gradient); for a
   // population, whose passes fill the GPU, or a pass of one chunk, the second pass costs more
   // than it saves. Either way a column's sums are taken in the same order.
   const std::size_t head = spec.hidden.size();

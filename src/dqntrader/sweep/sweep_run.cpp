@@ -12,6 +12,7 @@
 #include "dqntrader/io/json_values.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
+#include "dqntrader/train/run_checkpoint.hpp"
 #include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::sweep {

@@ -124,107 +124,18 @@ class EngineImpl final : public DqnTrainer::Engine {
         m_buffers(member_configs.size()) {
     members = member_configs;
     config = loop;
-    const TrainConfig& c = config;
-    const std::size_t k = members.size();
     feature_spec = spec;
-    const RunWindows w =
-        split_windows(c, bars.size(), validation ? validation->size() : 0, spec.warmup());
-    train_begin = w.train_begin;
-    train_end = w.train_end;
-    val_begin = w.val_begin;
-    val_end = w.val_end;
-    if (validation != nullptr)
-      m_val_features = std::make_unique<data::FeatureSet>(space, *validation, spec);
-    stats = m_train_features.fit(train_begin, train_end);
-    m_features = standardized();
-
+    split_and_standardize(bars.size(), validation);
     network.features = spec.count();
     network.positions = positions.size();
     network.actions = positions.size();
-    network.hidden = c.hidden;
-    network.dueling = c.dueling;
-    const nn::ParameterLayout layout(network);
-    const std::size_t b = c.batch_size, e = c.environments, a = network.actions;
-    const std::size_t s = network.state_size();
-
-    // The members' settings, in device arrays the kernels read.
-    std::vector<MemberSettings> settings;
-    std::vector<nn::AdamSettings> adam;
-    std::vector<std::uint64_t> seeds;
-    for (const TrainConfig& m : members) {
-      const MemberRecords records = member_records(m, c);
-      settings.push_back(records.kernels);
-      adam.push_back(records.adam);
-      seeds.push_back(m.seed);
-    }
-    m_settings_host = settings;
-    m_settings = upload(space, settings, "dqntrader::train::member_settings");
-    active.assign(k, 1);
-    m_active = upload(space, active, "dqntrader::train::active");
-    m_rescheduled.assign(k, 0);
-    m_networks = std::make_unique<MemberNetworks<T>>(space, layout, seeds);
-
-    const Kokkos::View<double*, DeviceMemory> position_values =
-        upload(space, positions, "dqntrader::train::positions");
-    const replay::RewardModel rewards{m_train_features.close(), position_values, c.cost, m_settings,
-                                      m_faults.poisoned()};
-
-    env::EnvSettings env_settings;
-    env_settings.environments = e;
-    env_settings.begin = train_begin;
-    env_settings.end = train_end;
-    env_settings.episode_length = c.episode_length;
-    env_settings.flat_index = 1;
-    m_env = std::make_unique<env::TradingEnv>(space, rewards, env_settings);
-    m_replay = std::make_unique<replay::ReplayBuffer>(space, m_settings, c.replay_capacity, e,
-                                                      n_step_windows);
-    m_vaccine = std::make_unique<replay::VaccineSet>(space, bars.close, train_begin, train_end,
-                                                     c.vaccine_quantile, rewards);
-    vaccine_bars = m_vaccine->bars();
-    m_probe = std::make_unique<CausalProbe<T>>(space, m_features, spec, positions.size(),
-                                               train_begin, train_end, c.probe_batch, seeds);
-
-    const std::size_t probe_rows = m_probe->rows();
-    const std::size_t online_rows = std::max(2 * b + e, probe_rows);
-    learning_path = choose(c.learning_path, network, c.precision, k, b, e);
-    m_learn = std::make_unique<LearningStep<T>>(space, network, c.precision, k, b, e, online_rows,
-                                                learning_path);
-    m_adam = std::make_unique<nn::Adam>(space, m_networks->layout(), adam);
-    m_guard = std::make_unique<TrainingGuard>(space, m_networks->layout(), c.guard_limit);
-
-    auto alloc = [&](const char* label) { return Kokkos::view_alloc(space, std::string(label)); };
-    m_batch = replay::Batch(space, k * b);
-    m_states = MatrixBatch<T>(alloc("dqntrader::train::states"), k, 2 * b + e, s);
-    m_q_online = MatrixBatch<float>(alloc("dqntrader::train::q"), k, online_rows, a);
-    m_loss = Kokkos::View<LossSums*, DeviceMemory>(alloc("dqntrader::train::loss"), k);
-    m_sums = Kokkos::View<LossTotals*, DeviceMemory>(alloc("dqntrader::train::epoch_sums"), k);
-    m_probe_sums = Kokkos::View<double**, DeviceMemory>(alloc("dqntrader::train::probe_sums"), k,
-                                                        m_probe->groups().size());
-    m_step = Kokkos::View<std::int64_t*, DeviceMemory>(alloc("dqntrader::train::step"), k);
-    m_member_counters.assign(k, MemberCounters{0, 0});
-    m_guard->snapshot(space, m_networks->learner_state(*m_adam));
-
-    // The checkpoint's buffers, in its order.
-    m_networks->add_buffers(m_buffers);
-    m_buffers.add_strided("adam_m", m_adam->first_moment(), m_adam->layout().stride);
-    m_buffers.add_strided("adam_v", m_adam->second_moment(), m_adam->layout().stride);
-    m_buffers.add_blocks("adam_counters", m_adam->counters());
-    m_guard->add_buffers(m_buffers);
-    m_replay->add_buffers(m_buffers);
-    m_env->add_buffers(m_buffers);
-    m_buffers.add_blocks("step", m_step);
-    m_buffers.add_blocks("poisoned", m_faults.poisoned());
-    m_buffers.add_blocks("active", m_active);
-
-    const eval::BacktestConfig backtest = backtest_config(c, positions);
-    const data::FeatureSet& val_features = m_val_features ? *m_val_features : m_train_features;
-    m_evaluator = std::make_unique<eval::BacktestEvaluator>(
-        space, val_features, stats, network, eval::BarRange{val_begin, val_end}, backtest, k);
-    const std::size_t span = (val_end - val_begin) / c.val_windows;
-    for (std::size_t i = 0; i < c.val_windows; ++i) {
-      windows.push_back(
-          {val_begin + i * span, i + 1 == c.val_windows ? val_end : val_begin + (i + 1) * span});
-    }
+    network.hidden = config.hidden;
+    network.dueling = config.dueling;
+    const std::vector<std::uint64_t> seeds = upload_member_settings();
+    make_environments(bars, n_step_windows, seeds);
+    make_learning_step();
+    register_checkpoint_buffers();
+    make_validation();
     compat::fence(space, "dqntrader::train: setup uploads finish before the host vectors go");
   }
 
@@ -344,6 +255,124 @@ class EngineImpl final : public DqnTrainer::Engine {
   }
 
  private:
+  // The windows of the bars (training, validation: run_data's split), the validation bars'
+  // features when they are a file of their own, the training window's feature statistics and
+  // the standardized features the learning step reads.
+  void split_and_standardize(std::size_t bars, const data::Bars* validation) {
+    const RunWindows w =
+        split_windows(config, bars, validation ? validation->size() : 0, feature_spec.warmup());
+    train_begin = w.train_begin;
+    train_end = w.train_end;
+    val_begin = w.val_begin;
+    val_end = w.val_end;
+    if (validation != nullptr)
+      m_val_features = std::make_unique<data::FeatureSet>(m_space, *validation, feature_spec);
+    stats = m_train_features.fit(train_begin, train_end);
+    m_features = standardized();
+  }
+
+  // The members' settings in the small device arrays the kernels read, which members step,
+  // and their networks (initialised from their seeds, which it returns).
+  std::vector<std::uint64_t> upload_member_settings() {
+    const std::size_t k = members.size();
+    std::vector<MemberSettings> settings;
+    std::vector<std::uint64_t> seeds;
+    for (const TrainConfig& m : members) {
+      const MemberRecords records = member_records(m, config);
+      settings.push_back(records.kernels);
+      m_adam_settings.push_back(records.adam);
+      seeds.push_back(m.seed);
+    }
+    m_settings_host = settings;
+    m_settings = upload(m_space, settings, "dqntrader::train::member_settings");
+    active.assign(k, 1);
+    m_active = upload(m_space, active, "dqntrader::train::active");
+    m_rescheduled.assign(k, 0);
+    m_networks = std::make_unique<MemberNetworks<T>>(m_space, nn::ParameterLayout(network), seeds);
+    return seeds;
+  }
+
+  // The environments on the training window, the replay rings, the vaccine's stress bars and
+  // the causal probe, all rewarded by one reward model.
+  void make_environments(const data::Bars& bars, int n_step_windows,
+                         const std::vector<std::uint64_t>& seeds) {
+    const TrainConfig& c = config;
+    const Kokkos::View<double*, DeviceMemory> position_values =
+        upload(m_space, positions, "dqntrader::train::positions");
+    const replay::RewardModel rewards{m_train_features.close(), position_values, c.cost, m_settings,
+                                      m_faults.poisoned()};
+    env::EnvSettings env_settings;
+    env_settings.environments = c.environments;
+    env_settings.begin = train_begin;
+    env_settings.end = train_end;
+    env_settings.episode_length = c.episode_length;
+    env_settings.flat_index = 1;
+    m_env = std::make_unique<env::TradingEnv>(m_space, rewards, env_settings);
+    m_replay = std::make_unique<replay::ReplayBuffer>(m_space, m_settings, c.replay_capacity,
+                                                      c.environments, n_step_windows);
+    m_vaccine = std::make_unique<replay::VaccineSet>(m_space, bars.close, train_begin, train_end,
+                                                     c.vaccine_quantile, rewards);
+    vaccine_bars = m_vaccine->bars();
+    m_probe = std::make_unique<CausalProbe<T>>(m_space, m_features, feature_spec, positions.size(),
+                                               train_begin, train_end, c.probe_batch, seeds);
+  }
+
+  // The learning step on its path, Adam, the guard, and the step's buffers: the batch, the
+  // states it assembles, the online Q-values, the loss's sums and the step counters.
+  void make_learning_step() {
+    const TrainConfig& c = config;
+    const std::size_t k = members.size(), b = c.batch_size, e = c.environments;
+    const std::size_t online_rows = std::max(2 * b + e, m_probe->rows());
+    learning_path = choose(c.learning_path, network, c.precision, k, b, e);
+    m_learn = std::make_unique<LearningStep<T>>(m_space, network, c.precision, k, b, e, online_rows,
+                                                learning_path);
+    m_adam = std::make_unique<nn::Adam>(m_space, m_networks->layout(), m_adam_settings);
+    m_guard = std::make_unique<TrainingGuard>(m_space, m_networks->layout(), c.guard_limit);
+    auto alloc = [&](const char* label) { return Kokkos::view_alloc(m_space, std::string(label)); };
+    m_batch = replay::Batch(m_space, k * b);
+    m_states =
+        MatrixBatch<T>(alloc("dqntrader::train::states"), k, 2 * b + e, network.state_size());
+    m_q_online = MatrixBatch<float>(alloc("dqntrader::train::q"), k, online_rows, network.actions);
+    m_loss = Kokkos::View<LossSums*, DeviceMemory>(alloc("dqntrader::train::loss"), k);
+    m_sums = Kokkos::View<LossTotals*, DeviceMemory>(alloc("dqntrader::train::epoch_sums"), k);
+    m_probe_sums = Kokkos::View<double**, DeviceMemory>(alloc("dqntrader::train::probe_sums"), k,
+                                                        m_probe->groups().size());
+    m_step = Kokkos::View<std::int64_t*, DeviceMemory>(alloc("dqntrader::train::step"), k);
+    m_member_counters.assign(k, MemberCounters{0, 0});
+    m_guard->snapshot(m_space, m_networks->learner_state(*m_adam));
+  }
+
+  // The device buffers a checkpoint holds, in the order of its format (the sections of
+  // checkpoint-<E>.dqnckpt before the host's and the run's: train/run_checkpoint.hpp): a buffer
+  // added here is a new section, and its place in this list is its place in the file.
+  void register_checkpoint_buffers() {
+    m_networks->add_buffers(m_buffers);  // online and target parameters, working copies
+    m_buffers.add_strided("adam_m", m_adam->first_moment(), m_adam->layout().stride);
+    m_buffers.add_strided("adam_v", m_adam->second_moment(), m_adam->layout().stride);
+    m_buffers.add_blocks("adam_counters", m_adam->counters());
+    m_guard->add_buffers(m_buffers);   // its snapshot and counters
+    m_replay->add_buffers(m_buffers);  // the rings and their counts
+    m_env->add_buffers(m_buffers);     // the environments' positions and bars
+    m_buffers.add_blocks("step", m_step);
+    m_buffers.add_blocks("poisoned", m_faults.poisoned());
+    m_buffers.add_blocks("active", m_active);
+  }
+
+  // The evaluator of every member's online network on the validation window, and the
+  // walk-forward windows it is cut into.
+  void make_validation() {
+    const TrainConfig& c = config;
+    const data::FeatureSet& val_features = m_val_features ? *m_val_features : m_train_features;
+    m_evaluator = std::make_unique<eval::BacktestEvaluator>(
+        m_space, val_features, stats, network, eval::BarRange{val_begin, val_end},
+        backtest_config(c, positions), members.size());
+    const std::size_t span = (val_end - val_begin) / c.val_windows;
+    for (std::size_t i = 0; i < c.val_windows; ++i) {
+      windows.push_back(
+          {val_begin + i * span, i + 1 == c.val_windows ? val_end : val_begin + (i + 1) * span});
+    }
+  }
+
   Matrix<T> standardized() const {
     if constexpr (std::is_same<T, bf16>::value) {
       return m_train_features.standardized_bf16(stats);
@@ -644,6 +673,7 @@ class EngineImpl final : public DqnTrainer::Engine {
   std::unique_ptr<data::FeatureSet> m_val_features;
   Matrix<T> m_features;
   std::vector<MemberSettings> m_settings_host;
+  std::vector<nn::AdamSettings> m_adam_settings;  // as made; set_member changes Adam's own
   Kokkos::View<MemberSettings*, DeviceMemory> m_settings;
   Kokkos::View<int*, DeviceMemory> m_active;  // members that still step
   InjectedFaults m_faults;
@@ -701,13 +731,14 @@ std::size_t member_bytes(const TrainConfig& c, std::size_t features) {
                              + max_rows * widths * value  // layer gradients
                              + probe_rows * spec.state_size() * value       // the probe's states
                              + c.chunk_bars * spec.positions * widths * 4;  // validation's
-  // The products path: the target network's activations too. The fused path: its parts, at
-  // most a chunk of 16 samples each, a gradient (padded to 16 bytes) and 11 sums a chunk.
-  const std::size_t products = common + max_rows * widths * value;
+  // What each learning path takes beside (auto: either).
+  const std::size_t products = common + learning_step_bytes(LearningPath::products, spec,
+                                                            c.precision, c.batch_size, max_rows);
   if (c.learning_path == "products" || !fused_takes(spec, c.precision))
     return products;
-  const std::size_t fused = common + (c.batch_size + 15) / 16 * ((p + 3) / 4 * 16 + 11 * 8);
-  return c.learning_path == "fused" ? fused : std::max(products, fused);  // auto: either
+  const std::size_t fused =
+      common + learning_step_bytes(LearningPath::fused, spec, c.precision, c.batch_size, max_rows);
+  return c.learning_path == "fused" ? fused : std::max(products, fused);
 }
 
 RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t validation_bars,

@@ -28,6 +28,12 @@ bool fused_takes(const nn::NetworkSpec& spec, Precision precision);
 /// (fused::waves; beyond one wave it is slower than the products path), else the products path.
 LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, Precision precision,
                     std::size_t members, std::size_t batch_size, std::size_t environments);
+/// The device memory a member's learning step takes on path beyond what every path holds: on
+/// the products path the target network's activations over `rows` rows (widths padded to 8
+/// values), on the fused path its chunks' parts for batches of batch_size samples.
+std::size_t learning_step_bytes(LearningPath path, const nn::NetworkSpec& spec, Precision precision,
+                                std::size_t batch_size, std::size_t rows);
+
 /// "fused narrow MLP", or "batched products (cuBLASLt 13.1.0)": the library's name and release
 /// from gemm::library_description().
 std::string describe(LearningPath path);

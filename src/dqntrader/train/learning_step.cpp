@@ -48,6 +48,22 @@ bool fused_takes(const nn::NetworkSpec& spec, Precision precision) {
 #endif
 }
 
+std::size_t learning_step_bytes(LearningPath path, const nn::NetworkSpec& spec, Precision precision,
+                                std::size_t batch_size, std::size_t rows) {
+  if (path == LearningPath::fused) {
+#if defined(DQNTRADER_BACKEND_CUDA)
+    return fused::member_bytes(fused_shape(spec), batch_size);
+#else
+    (void)batch_size;
+    return 0;  // not taken in this build
+#endif
+  }
+  std::size_t widths = 0;
+  for (std::size_t w : spec.hidden)
+    widths += (w + 8) / 8 * 8;
+  return rows * widths * (precision == Precision::bf16 ? 2 : 4);
+}
+
 LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, Precision precision,
                     std::size_t members, std::size_t batch_size, std::size_t environments) {
   if (requested == "fused")

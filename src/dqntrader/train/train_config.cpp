@@ -202,19 +202,10 @@ Setting shared(Setting s) {
 
 }  // namespace
 
-std::vector<Setting> settings(TrainConfig& c) {
-  Setting precision =
-      blank("precision",
-            "matrix-product arithmetic: fp32, tf32 or bf16 (default bf16 on CUDA, fp32 on OpenMP)",
-            false, false, false);
-  precision.get = [&c] { return std::string(to_string(c.precision)); };
-  precision.documented_default = "bf16 (CUDA), fp32 (OpenMP)";
-  precision.set = [&c](const std::string& v) { c.precision = parse_precision(v); };
-  Setting lr_schedule = learning(
-      string("lr-schedule", "learning-rate schedule: constant, linear or cosine", c.lr_schedule));
-  lr_schedule.to_adam = [&c](nn::AdamSettings& a) {
-    a.schedule = nn::parse_schedule(c.lr_schedule);
-  };
+namespace {
+
+// The data and the features.
+std::vector<Setting> data_settings(TrainConfig& c) {
   return table(
       shared(string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market",
                     c.data)),
@@ -240,7 +231,19 @@ std::vector<Setting> settings(TrainConfig& c) {
             c.feature_prefixes),
       number("return-window", "log returns in the state", c.return_window),
       number("volatility-window", "bars of the rolling volatility", c.volatility_window),
-      number("ofi-window", "ofi values in the state (when the data has ofi)", c.ofi_window),
+      number("ofi-window", "ofi values in the state (when the data has ofi)", c.ofi_window));
+}
+
+// The network and how its products compute.
+std::vector<Setting> network_settings(TrainConfig& c) {
+  Setting precision =
+      blank("precision",
+            "matrix-product arithmetic: fp32, tf32 or bf16 (default bf16 on CUDA, fp32 on OpenMP)",
+            false, false, false);
+  precision.get = [&c] { return std::string(to_string(c.precision)); };
+  precision.documented_default = "bf16 (CUDA), fp32 (OpenMP)";
+  precision.set = [&c](const std::string& v) { c.precision = parse_precision(v); };
+  return table(
       widths("hidden", "hidden layer widths (comma-separated)", c.hidden),
       flag("dueling", "dueling head: Q = V + A - mean(A)", c.dueling), std::move(precision),
       string("learning-path",
@@ -249,7 +252,17 @@ std::vector<Setting> settings(TrainConfig& c) {
              "tensor cores) or auto: fused where it takes the networks and the device runs the "
              "population's chunks in one wave (faster there, no faster beyond: "
              "docs/BENCHMARKS.md), else products",
-             c.learning_path),
+             c.learning_path));
+}
+
+// How it learns: the loop, the replay, the DQN rule, Adam, the vaccine, the guard, the probe.
+std::vector<Setting> learning_settings(TrainConfig& c) {
+  Setting lr_schedule = learning(
+      string("lr-schedule", "learning-rate schedule: constant, linear or cosine", c.lr_schedule));
+  lr_schedule.to_adam = [&c](nn::AdamSettings& a) {
+    a.schedule = nn::parse_schedule(c.lr_schedule);
+  };
+  return table(
       number("epochs", "training epochs", c.epochs),
       number("steps-per-epoch", "gradient steps per epoch", c.steps_per_epoch),
       number("batch-size", "transitions per gradient step", c.batch_size),
@@ -298,7 +311,12 @@ std::vector<Setting> settings(TrainConfig& c) {
       learning(number("probe-interval",
                       "every this many steps, the causal-intervention probe; 0: never",
                       c.probe_interval)),
-      number("probe-batch", "states in the causal probe batch", c.probe_batch),
+      number("probe-batch", "states in the causal probe batch", c.probe_batch));
+}
+
+// How the run goes: recording, validation, the metrics' constants, seed, files, faults.
+std::vector<Setting> run_settings(TrainConfig& c) {
+  return table(
       shared(recorded(
           "graph-steps",
           "steps recorded into one CUDA graph and replayed (a multiple of the vaccine, guard "
@@ -328,6 +346,17 @@ std::vector<Setting> settings(TrainConfig& c) {
                  "for testing fault handling: kind@epoch writes NaN into a batch, gradient, weight "
                  "or (from then on) every price at that epoch's first step",
                  c.inject_fault)));
+}
+
+}  // namespace
+
+std::vector<Setting> settings(TrainConfig& c) {
+  std::vector<Setting> all;
+  for (auto part : {data_settings, network_settings, learning_settings, run_settings}) {
+    for (Setting& s : part(c))
+      all.push_back(std::move(s));
+  }
+  return all;
 }
 
 void validate(const TrainConfig& c) {

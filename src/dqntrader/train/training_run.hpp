@@ -29,6 +29,7 @@
 #include "dqntrader/data/bars.hpp"
 #include "dqntrader/eval/backtest_config.hpp"
 #include "dqntrader/eval/window_metrics.hpp"
+#include "dqntrader/train/run_data.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::train {
@@ -81,37 +82,6 @@ struct ResumeOptions {
 /// config.json, records, policies or checkpoints), or "" (nothing, or no directory).
 std::string held_run(const std::string& directory);
 
-/// The bars a run learns and validates on, as its settings say (the data file or the built-in
-/// market; the separate validation file, if any), and apart from them the test window's: the
-/// test file, or the last test_fraction of the validation file (or, without one, of the data),
-/// cut off before training sees the rest. InputError for a directory given as a bar file, and
-/// for a test file whose bars do not all come after the training and validation bars.
-struct RunData {
-  data::Bars bars;                // training (and, without a validation file, validation) bars
-  data::Bars validation;          // empty without val_data
-  std::uint64_t fingerprint = 0;  // of both, as checkpoints record it (not of the test window)
-  // The test window: bars test_begin .. test.size() - 1 of test (the bars before test_begin
-  // are history for its first features only); test is empty when the run has none.
-  data::Bars test;
-  std::size_t test_begin = 0;
-  std::uint64_t test_fingerprint = 0;
-  // How test-fraction cut the test window off the bars (empty for a test file, or none).
-  std::string cut;
-
-  const data::Bars* separate_validation() const {
-    return validation.size() > 0 ? &validation : nullptr;
-  }
-  bool has_test() const { return test.size() > 0; }
-};
-RunData load_run_data(const TrainConfig& config);
-
-/// A fingerprint as files record it: 16 hexadecimal digits.
-std::string fingerprint_text(std::uint64_t fingerprint);
-
-/// InputError unless data is what the policy file at policy_path (best.dqnpolicy or
-/// last.dqnpolicy of a run) was trained on.
-void check_same_data(const RunData& data, const std::string& policy_path);
-
 /// The built-in policies on the validation windows of validation_bars (the bars validation
 /// runs on), evaluated on the device once.
 std::vector<Baseline> evaluate_baselines(const ExecSpace& space, const data::Bars& validation_bars,
@@ -157,8 +127,5 @@ std::vector<RunResult> run_population(const ExecSpace& space,
                                       const std::vector<TrainConfig>& members,
                                       const PopulationOptions& options, std::ostream& log,
                                       const ResumeOptions& resume = {});
-
-/// The checkpoints in a run directory, newest first.
-std::vector<std::string> checkpoint_paths(const std::string& run_directory);
 
 }  // namespace dqntrader::train
