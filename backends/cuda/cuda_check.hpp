@@ -1,5 +1,5 @@
-// Status checks for CUDA and cuBLAS calls (internal to backends/cuda): a failure throws
-// dqntrader::Error naming the call, the status and where it was made.
+// Status checks for CUDA and cuBLAS calls (backends/cuda, and the CUDA files of train/fused/): a
+// failure throws dqntrader::Error naming the call, the status and where it was made.
 #pragma once
 
 #include <cublasLt.h>

@@ -7,7 +7,7 @@
 #   scripts/device/cuda-suite.sh [--kokkos 4.6.01] [test] [gemm] [eval] [eval-peer] [train]
 #                                [train-peer] [pop] [pop-peer] [defaults] [sanitizer] [racecheck]
 #                                [profile] [pop-profile] [stalls] [detail] [compare]
-#                                [selection] [schedule] [mpi]
+#                                [selection] [schedule] [mpi] [fused]
 # With mpi the build has DQNTRADER_ENABLE_MPI (the test step then runs the MPI sweep test too).
 set -uo pipefail
 kokkos=3.4.01
@@ -62,6 +62,21 @@ if want test; then
   # ctest runs the suite with --output-on-failure (the preset); its log holds every failure.
   timeout 420 ctest --test-dir "$build" --output-on-failure >"$out/tests.log" 2>&1 || status=1
   grep -E "tests passed|FAILED|Failure" "$out/tests.log" | head -n 40
+fi
+if want fused; then
+  # The fused learning step against the products path over every width pair its loss kernel is
+  # compiled for, depths 1 to 4, dueling on and off, 1, 7 and 64 members (and the plan's host
+  # tests); then memcheck and racecheck over the same tests with only the fused kernels
+  # instrumented (--kernel-name: their names hold "fused").
+  timeout 240 $build/tests/dqntrader_tests --gtest_filter='LearningStep.*:FusedPlan.*' \
+    >"$out/fused.log" 2>&1 || status=1
+  grep -E "fused against products|PASSED|FAILED|Failure" "$out/fused.log" | head -n 20
+  for tool in memcheck racecheck; do
+    timeout 150 compute-sanitizer --tool $tool --kernel-name kns=fused --error-exitcode 9 \
+      $build/tests/dqntrader_tests --gtest_filter='LearningStep.*' >"$out/fused-$tool.log" 2>&1
+    echo "$tool fused exit $?"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/fused-$tool.log" | tail -n 3
+  done
 fi
 if want gemm; then
   $build/bench/dqntrader_bench_gemm --benchmark_min_time=0.2 \

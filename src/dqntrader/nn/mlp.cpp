@@ -88,7 +88,7 @@ void head_forward(const ExecSpace& space, const HeadInputs<T>& head, std::size_t
         if (lane != 0 || at >= all)
           return;
         float values[W];
-        head_q<W>([&](int a) { return sum[0][a] + head.bias_of(c, a); }, head.dueling, values);
+        head_q<W>([&](int a) { return sum[0][a] + head.bias_of(c, a); }, W, head.dueling, values);
         for (std::size_t a = 0; a < actions; ++a)
           q(c, r, a) = values[a];
       });

@@ -27,6 +27,7 @@
 #include "dqntrader/core/precision.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/nn/network_spec.hpp"
+#include "dqntrader/nn/q_head.hpp"
 
 namespace dqntrader::nn {
 
@@ -72,8 +73,8 @@ struct OutputGradient {
   }
   KOKKOS_INLINE_FUNCTION std::size_t learners() const { return head.extent(0); }
   KOKKOS_INLINE_FUNCTION std::size_t rows() const { return head.extent(1); }
-  /// dq(a) = d loss / d Q(row of learner k)[a] for a < actions(). Dueling, Q_a = V + A_a -
-  /// mean(A): dV = sum_a dq_a, dA_a = dq_a - mean(dq).
+  /// dq(a) = d loss / d Q(row of learner k)[a] for a < actions(), mapped through the head
+  /// (head_gradient).
   template <class Row>
   KOKKOS_INLINE_FUNCTION void write_row(std::size_t k, std::size_t row, const Row& dq) const {
     write(dq, [&](std::size_t column, float value) { store(head(k, row, column), value); });
@@ -89,24 +90,12 @@ struct OutputGradient {
  private:
   template <class Row, class Out>
   KOKKOS_INLINE_FUNCTION void write(const Row& dq, const Out& out) const {
-    const std::size_t n = actions();
-    if (!dueling) {
-      for (std::size_t a = 0; a < n; ++a)
-        out(a, static_cast<float>(dq(a)));
-      return;
-    }
-    double sum = 0.0;
-    for (std::size_t a = 0; a < n; ++a)
-      sum += static_cast<double>(dq(a));
-    out(0, static_cast<float>(sum));
-    for (std::size_t a = 0; a < n; ++a)
-      out(1 + a, static_cast<float>(static_cast<double>(dq(a)) - sum / static_cast<double>(n)));
+    float g[kMaxHeadWidth];
+    head_gradient(dq, static_cast<int>(actions()), dueling, g);
+    for (std::size_t c = 0; c < head.extent(2); ++c)
+      out(c, g[c]);
   }
 };
-
-/// The most head outputs (actions, plus one with a dueling head) Mlp takes: its head passes
-/// keep one sum per output in registers.
-constexpr int kMaxHeadWidth = 8;
 
 /// Calls f(std::integral_constant<int, W>()) for W = width, 1 to kMaxHeadWidth (InputError
 /// otherwise): kernels over the head's outputs (or the actions) take their count as a
@@ -258,24 +247,6 @@ bool head_packs(const HeadInputs<T>& head) {
   return head.hidden.extent(2) % kPack == 0 &&
          packs_fit(head.hidden.data(), head.hidden.stride(0), head.hidden.stride(1)) &&
          packs_fit(head.weight, head.copy_stride);
-}
-
-/// Q from the head's W outputs o(0..W-1) (bias added): q[a] = o(a), or with a dueling head
-/// q[a] = o(0) + o(1 + a) - mean_b o(1 + b), for the actions (W, or W - 1 when dueling).
-template <int W, class Outputs>
-KOKKOS_INLINE_FUNCTION void head_q(const Outputs& o, bool dueling, float (&q)[W]) {
-  if (!dueling) {
-    for (int a = 0; a < W; ++a)
-      q[a] = o(a);
-    return;
-  }
-  float mean = 0.0f;
-  for (int a = 1; a < W; ++a)
-    mean += o(a);
-  mean /= static_cast<float>(W > 1 ? W - 1 : 1);  // a dueling head has at least 2 outputs
-  for (int a = 0; a + 1 < W; ++a)
-    q[a] = o(0) + o(a + 1) - mean;
-  q[W - 1] = 0.0f;
 }
 
 /// q(c, r, a) = Q_c(r)[a] for every copy c of head.hidden and the first rows rows: one pass,

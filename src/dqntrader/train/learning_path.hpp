@@ -14,7 +14,7 @@ namespace dqntrader::train {
 /// CUDA, the host's BLAS on OpenMP) around the TD loss's kernel, the passes split between the
 /// main and the side stream; every shape, precision and backend. fused: two kernels with the
 /// products on the tensor cores and a chunk's activations on chip, the second with Adam's step
-/// (backends/cuda/fused_step.hpp); on CUDA in bf16, for networks of 1 to 4 hidden layers at most
+/// (train/fused/step.hpp); on CUDA in bf16, for networks of 1 to 4 hidden layers at most
 /// 128 wide and a state of at most 128 values.
 enum class LearningPath { products, fused };
 

@@ -4,60 +4,18 @@
 
 #include "backends/gemm.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/train/fused/step.hpp"
 
-#if defined(DQNTRADER_BACKEND_CUDA)
-#include "backends/cuda/fused_step.hpp"
-#endif
-
-namespace dqntrader {
-
-namespace train {
-
-namespace {
-
-#if defined(DQNTRADER_BACKEND_CUDA)
-// The fused kernels' description of the networks of spec (hidden beyond fused::kMaxHidden
-// when they have more layers than it takes).
-fused::Shape fused_shape(const nn::NetworkSpec& spec) {
-  const nn::ParameterLayout layout(spec);
-  fused::Shape shape;
-  shape.hidden = static_cast<int>(layout.hidden_layers());
-  if (shape.hidden > fused::kMaxHidden)
-    return shape;
-  for (std::size_t l = 0; l < layout.layers(); ++l) {
-    shape.inputs[l] = static_cast<int>(layout.weight(l).rows);
-    shape.outputs[l] = static_cast<int>(layout.weight(l).cols);
-    shape.weight[l] = layout.weight(l).offset;
-    shape.bias[l] = layout.bias(l).offset;
-  }
-  shape.size = layout.size();
-  shape.dueling = spec.dueling;
-  return shape;
-}
-#endif
-
-}  // namespace
+namespace dqntrader::train {
 
 bool fused_takes(const nn::NetworkSpec& spec, Precision precision) {
-#if defined(DQNTRADER_BACKEND_CUDA)
-  return precision == Precision::bf16 && fused::takes(fused_shape(spec));
-#else
-  (void)spec;
-  (void)precision;
-  return false;
-#endif
+  return precision == Precision::bf16 && fused::takes(fused::shape_of(spec));
 }
 
 std::size_t learning_step_bytes(LearningPath path, const nn::NetworkSpec& spec, Precision precision,
                                 std::size_t batch_size, std::size_t rows) {
-  if (path == LearningPath::fused) {
-#if defined(DQNTRADER_BACKEND_CUDA)
-    return fused::member_bytes(fused_shape(spec), batch_size);
-#else
-    (void)batch_size;
-    return 0;  // not taken in this build
-#endif
-  }
+  if (path == LearningPath::fused)
+    return fused::member_bytes(fused::shape_of(spec), batch_size);
   std::size_t widths = 0;
   for (std::size_t w : spec.hidden)
     widths += (w + 8) / 8 * 8;
@@ -68,17 +26,9 @@ LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, P
                     std::size_t members, std::size_t batch_size, std::size_t environments) {
   if (requested == "fused")
     return LearningPath::fused;
-#if defined(DQNTRADER_BACKEND_CUDA)
   if (requested == "auto" && fused_takes(spec, precision) &&
-      fused::waves(fused_shape(spec), members, batch_size, environments) == 1)
+      fused::waves(fused::shape_of(spec), members, batch_size, environments) == 1)
     return LearningPath::fused;
-#else
-  (void)spec;
-  (void)precision;
-  (void)members;
-  (void)batch_size;
-  (void)environments;
-#endif
   return LearningPath::products;
 }
 
@@ -109,10 +59,8 @@ LearningStep<T>::LearningStep(const ExecSpace& space, const nn::NetworkSpec& spe
         "layers at most 128 wide, not a " +
         nn::describe(spec) + " network in " + to_string(precision));
   }
-#if defined(DQNTRADER_BACKEND_CUDA)
-  m_fused =
-      std::make_unique<fused::Step>(space, fused_shape(spec), members, batch_size, environments);
-#endif
+  m_fused = std::make_unique<fused::Step>(space, fused::shape_of(spec), members, batch_size,
+                                          environments);
 }
 
 template <class T>
@@ -132,7 +80,6 @@ void LearningStep<T>::loss(const ExecSpace& space, const exec::SideStream& side,
                            const Kokkos::View<const MemberSettings*, DeviceMemory>& settings,
                            const gemm::StridedBatch<float>& q, const nn::Gradients& grads) {
   const std::size_t b = m_batch_size, rows = 2 * b + m_environments;
-#if defined(DQNTRADER_BACKEND_CUDA)
   if constexpr (std::is_same<T, bf16>::value) {
     if (m_path == LearningPath::fused) {
       fused::Inputs in;
@@ -150,7 +97,6 @@ void LearningStep<T>::loss(const ExecSpace& space, const exec::SideStream& side,
       return;
     }
   }
-#endif
   // The hidden layers of both networks; the TD loss evaluates the heads on the rows it reads.
   const nn::HeadInputs<T> head = m_net.forward_pair(space, side, pair, states, rows, b, b);
   m_partials =
@@ -163,7 +109,6 @@ void LearningStep<T>::learn(const ExecSpace& space, const exec::SideStream& side
                             const Kokkos::View<LossSums*, DeviceMemory>& sums,
                             const Kokkos::View<LossTotals*, DeviceMemory>& totals,
                             const Update<T>& update, const InjectedFaults& faults) {
-#if defined(DQNTRADER_BACKEND_CUDA)
   if constexpr (std::is_same<T, bf16>::value) {
     if (m_path == LearningPath::fused) {
       static_assert(
@@ -194,7 +139,6 @@ void LearningStep<T>::learn(const ExecSpace& space, const exec::SideStream& side
       return;
     }
   }
-#endif
   // The loss's sums across teams and the heads' bias gradients on the side, beside the
   // heads' backward pass (Mlp::backward joins the side at its end).
   const std::size_t b = m_batch_size;
@@ -209,5 +153,4 @@ void LearningStep<T>::learn(const ExecSpace& space, const exec::SideStream& side
 template class LearningStep<float>;
 template class LearningStep<bf16>;
 
-}  // namespace train
-}  // namespace dqntrader
+}  // namespace dqntrader::train

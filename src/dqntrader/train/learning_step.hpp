@@ -18,14 +18,11 @@
 #include "dqntrader/train/learning_path.hpp"
 #include "dqntrader/train/td_loss.hpp"
 
-namespace dqntrader {
-#if defined(DQNTRADER_BACKEND_CUDA)
+namespace dqntrader::train {
+
 namespace fused {
 class Step;
 }
-#endif
-
-namespace train {
 
 /// What learn() updates by adam: every member's online parameters (float, a stride apart as
 /// the gradients) and their working copy (empty in float). A member whose active(m) is 0 stays
@@ -86,12 +83,9 @@ class LearningStep {
   // evaluate()'s networks; on the products path every member's online network and the
   // targets with them, and their backward pass.
   nn::Mlp<T> m_net;
-  std::unique_ptr<TdLoss> m_td;  // products
-  TdLoss::Partials m_partials;   // products: the last loss()'s sums across teams
-#if defined(DQNTRADER_BACKEND_CUDA)
-  std::unique_ptr<fused::Step> m_fused;
-#endif
+  std::unique_ptr<TdLoss> m_td;          // products
+  TdLoss::Partials m_partials;           // products: the last loss()'s sums across teams
+  std::unique_ptr<fused::Step> m_fused;  // fused
 };
 
-}  // namespace train
-}  // namespace dqntrader
+}  // namespace dqntrader::train

@@ -6,6 +6,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/team_sum.hpp"
+#include "dqntrader/train/dqn_rule.hpp"
 
 namespace dqntrader::train {
 
@@ -68,16 +69,14 @@ using SumPolicy = Kokkos::TeamPolicy<ExecSpace>;
 struct OneHot {
   int taken;
   float value;
-  KOKKOS_INLINE_FUNCTION float operator()(std::size_t a) const {
-    return static_cast<int>(a) == taken ? value : 0.0f;
-  }
+  KOKKOS_INLINE_FUNCTION float operator()(int a) const { return a == taken ? value : 0.0f; }
 };
 
 template <class Values>
 struct Row {
   Values values;
-  KOKKOS_INLINE_FUNCTION double operator()(std::size_t a) const {
-    return values((kTotals + static_cast<int>(a)) * kSumThreads);
+  KOKKOS_INLINE_FUNCTION double operator()(int a) const {
+    return values((kTotals + a) * kSumThreads);
   }
 };
 
@@ -150,7 +149,7 @@ struct TdLossKernel {
           continue;
         const int u = w * kWarpRows + k;
         float qv[W];
-        nn::head_q<W>([&](int a) { return o[k][a] + head.bias_of(copy, a); }, head.dueling, qv);
+        nn::head_q<W>([&](int a) { return o[k][a] + head.bias_of(copy, a); }, W, head.dueling, qv);
         for (int a = 0; a < W; ++a)
           qs(u * W + a) = qv[a];
         if (copy == m) {
@@ -166,26 +165,20 @@ struct TdLossKernel {
     const int s = rank;
     double v[kTotals + W] = {};  // loss, Q, non-finite, then d loss / d Q per output
     if (sampled) {
-      auto q_of = [&](int e, int a) { return qs(((e * S) + s) * W + a); };
-      int best = 0;
-      for (int a = 1; a < W; ++a) {
-        if (a < actions && q_of(1, a) > q_of(1, best))
-          best = a;
+      float now[W], next[W], target[W];
+      for (int a = 0; a < W; ++a) {
+        now[a] = qs((0 * S + s) * W + a);
+        next[a] = qs((1 * S + s) * W + a);
+        target[a] = qs((2 * S + s) * W + a);
       }
-      const int taken = taken_entry;
-      const double target =
-          static_cast<double>(return_entry) +
-          static_cast<double>(discount_entry) * static_cast<double>(q_of(2, best));
-      const double q_taken = taken >= 0 && taken < actions ? q_of(0, taken) : 0.0f;
-      const double d = q_taken - target;
-      const double clipped = d > delta ? delta : (d < -delta ? -delta : d);
-      const float dq = static_cast<float>(clipped / static_cast<double>(b));
-      gradient.write_row(m, mine, OneHot{taken, dq});
-      v[0] = huber(d, delta);
-      v[1] = q_taken;
-      v[2] = compat::kmath::fabs(d) <= compat::max_double ? 0.0 : 1.0;
+      const TdSample t = td_sample(now, next, target, actions, taken_entry, return_entry,
+                                   discount_entry, delta, b);
+      gradient.write_row(m, mine, OneHot{taken_entry, t.dq});
+      v[0] = t.loss;
+      v[1] = t.q_taken;
+      v[2] = t.nonfinite;
       for (int a = 0; a < W; ++a)
-        v[kTotals + a] = a == taken ? static_cast<double>(dq) : 0.0;
+        v[kTotals + a] = a == taken_entry ? static_cast<double>(t.dq) : 0.0;
     }
     nn::lane_sums<kTotals + W>(v, S);  // the first warp's samples, in a butterfly
     if (rank != 0)

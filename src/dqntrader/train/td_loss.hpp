@@ -1,11 +1,6 @@
-// The double-DQN target, the Huber loss and its gradient, fused in one kernel with the
-// network's head:
-//   a*  = argmax_a Q_online(s', a)           (the online network picks)
-//   y   = R + discount * Q_target(s', a*)    (the target network evaluates)
-//   d   = Q_online(s, a) - y
-//   loss = mean over the batch of huber(d), huber(d) = d^2 / 2 if |d| <= delta,
-//          delta (|d| - delta / 2) otherwise
-//   dL/dQ_online(s, a) = clamp(d, -delta, delta) / B, zero for the other actions.
+// The double-DQN TD loss of the products path, fused in one kernel with the network's head: per
+// sample the rule of train/dqn_rule.hpp (the double-DQN target, the Huber loss and d loss / d
+// Q), the loss being the mean of huber(d) over the batch.
 // The kernel evaluates the head itself, from the last hidden layer of both networks, on the
 // rows the loss reads (the target's Q on s is never computed), so that no pass of its own
 // computes Q first. The gradient goes straight to where the network's backward pass reads it,
@@ -77,11 +72,5 @@ class TdLoss {
   std::size_t m_members, m_batch_size, m_further, m_width;
   Kokkos::View<double*, DeviceMemory> m_partials;  // per member and team: its sums
 };
-
-/// huber(d) of one sample, in plain arithmetic: the kernel's definition, for reuse.
-KOKKOS_INLINE_FUNCTION double huber(double d, double delta) {
-  const double a = d < 0 ? -d : d;
-  return a <= delta ? 0.5 * d * d : delta * (a - 0.5 * delta);
-}
 
 }  // namespace dqntrader::train
