@@ -6,10 +6,12 @@
 //   EPOCH-CPU  the 2-core scale: hidden 256-256, batch 256, 200 steps, 100,000 validation bars.
 //   POP-K      a population of K members trained as one loop (seeds 1..K), on the EPOCH
 //              network and batch (train/POP-K/EPOCH/K<k>) and on the train defaults' network
-//              and batch (train/POP-K/default/K<k>), K = 1 ... 64; on OpenMP the defaults'
-//              network for K = 1 ... 8 (train/POP-K-CPU/default/K<k>); on CUDA the defaults'
-//              network also on the fused learning path (train/POP-K/default-fused/K<k>,
-//              train/learning_path.hpp). 200 steps an epoch
+//              and batch (train/POP-K/default/K<k>), K = 1 ... 64 (the defaults' to 256);
+//              on OpenMP the defaults' network for K = 1 ... 8 (train/POP-K-CPU/default/K<k>);
+//              on CUDA the defaults' network also on the fused learning path
+//              (train/POP-K/default-fused/K<k>) and on the path --learning-path auto takes
+//              (train/POP-K/default-auto/K<k>, named in the label; train/learning_path.hpp).
+//              200 steps an epoch
 //              (100 on OpenMP), validated on 100,000 bars (20,000), recorded cycles as
 //              --graph-steps auto chooses them.
 // Reports the epoch time split into training and validation, steps per second and the
@@ -203,13 +205,18 @@ void register_all() {
   static const PopulationWorkload pop_epoch{"POP-K/EPOCH", {512, 512, 512}, 1024,  256,
                                             200,           100000,          200000};
   static const PopulationWorkload pop_default{"POP-K/default", {}, 0, 0, 200, 100000, 200000};
-  // The defaults' network on the fused path.
+  // The defaults' network on the fused path, and on the path --learning-path auto chooses (the
+  // label names it).
   static const PopulationWorkload pop_fused{
       "POP-K/default-fused", {}, 0, 0, 200, 100000, 200000, "fused"};
+  static const PopulationWorkload pop_auto{
+      "POP-K/default-auto", {}, 0, 0, 200, 100000, 200000, "auto"};
+  const std::vector<std::size_t> defaults_k{1, 2, 4, 8, 16, 32, 64, 128, 256};
   const std::vector<std::pair<const PopulationWorkload*, std::vector<std::size_t>>> populations{
       {&pop_epoch, {1, 2, 4, 8, 16, 32, 64}},
-      {&pop_default, {1, 2, 4, 8, 16, 32, 64}},
-      {&pop_fused, {1, 2, 4, 8, 16, 32, 64}}};
+      {&pop_default, defaults_k},
+      {&pop_fused, defaults_k},
+      {&pop_auto, defaults_k}};
 #else
   static const PopulationWorkload pop_cpu{"POP-K-CPU/default", {}, 0, 0, 100, 20000, 50000};
   const std::vector<std::pair<const PopulationWorkload*, std::vector<std::size_t>>> populations{

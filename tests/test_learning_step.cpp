@@ -58,31 +58,26 @@ TEST(LearningStep, TheFusedPathTakesOnlyNarrowBf16NetworksOnCuda) {
 }
 
 // On every backend: products and fused name their path (a learning step refuses what the fused
-// path does not take, above); auto takes the fused path where it takes the networks and the
-// device runs every member's chunks of the batch at once, else the products path.
-TEST(LearningStep, AutoTakesTheFusedPathWhereItsChunksRunInOneWave) {
+// path does not take, above); auto takes the fused path wherever it takes the networks (on CUDA,
+// whatever the population: measured faster at every size, docs/BENCHMARKS.md), else the
+// products path.
+TEST(LearningStep, AutoTakesTheFusedPathWhereItTakesTheNetworks) {
   nn::NetworkSpec spec;
   spec.features = 21;
   spec.hidden = {128, 128};
   const bool cuda = std::string(gemm::backend_name()) == "cuda";
   const LearningPath fused_on_cuda = cuda ? LearningPath::fused : LearningPath::products;
-  EXPECT_EQ(train::choose("products", spec, Precision::bf16, 1, 256, 64), LearningPath::products);
-  EXPECT_EQ(train::choose("fused", spec, Precision::fp32, 1, 256, 64), LearningPath::fused);
-  EXPECT_EQ(train::choose("auto", spec, Precision::fp32, 1, 256, 64), LearningPath::products);
-  // One member's 256 samples are at most 16 chunks (of at least 16 samples), fewer than the
-  // multiprocessors of any device the build targets, each of which holds a chunk's block.
-  EXPECT_EQ(train::choose("auto", spec, Precision::bf16, 1, 256, 64), fused_on_cuda);
+  EXPECT_EQ(train::choose("products", spec, Precision::bf16), LearningPath::products);
+  EXPECT_EQ(train::choose("fused", spec, Precision::fp32), LearningPath::fused);
+  EXPECT_EQ(train::choose("auto", spec, Precision::fp32), LearningPath::products);
+  EXPECT_EQ(train::choose("auto", spec, Precision::bf16), fused_on_cuda);
   spec.dueling = true;
-  spec.hidden = {32};
-  EXPECT_EQ(train::choose("auto", spec, Precision::bf16, 7, 100, 8), fused_on_cuda);
-  // 4,096 members' batches are at least 8,192 chunks (of at most 128 samples): more than a
-  // device of fewer than 2,048 multiprocessors holds at once (at most four blocks of 512 threads
-  // each).
-  spec.dueling = false;
-  spec.hidden = {128, 128};
-  EXPECT_EQ(train::choose("auto", spec, Precision::bf16, 4096, 256, 64), LearningPath::products);
+  spec.hidden = {32, 32, 32, 32};
+  EXPECT_EQ(train::choose("auto", spec, Precision::bf16), fused_on_cuda);
   spec.hidden = {256, 128};
-  EXPECT_EQ(train::choose("auto", spec, Precision::bf16, 1, 256, 64), LearningPath::products);
+  EXPECT_EQ(train::choose("auto", spec, Precision::bf16), LearningPath::products);
+  spec.hidden = {64, 64, 64, 64, 64};
+  EXPECT_EQ(train::choose("auto", spec, Precision::bf16), LearningPath::products);
 }
 
 #if defined(DQNTRADER_BACKEND_CUDA)

@@ -517,9 +517,12 @@ TEST_F(Population, AResumedPopulationEqualsAStraightOneBitwise) {
 #else
 
 // CUDA: the members' products are batched over the population, whose algorithm cuBLASLt may
-// choose by the batch count, so member i's numbers agree with its run alone to the precision's
-// rounding, not bit for bit: its first epoch's loss and its validation within a stated
-// tolerance, and the same learning outcome (the last epoch's validation Sharpe).
+// choose by the batch count, and the fused learning step chunks a member's batch by the
+// population's size; where those choices agree with the run alone the numbers are the same.
+// Measured on an H100 (c8e4050, the fused path): every member's loss and validation Sharpe at
+// every epoch equal to its run alone in every digit. The bound is a relative 1e-9: room for the
+// last bits of a sum taken in another order, none for a flipped action, which moves a Sharpe
+// by orders of magnitude more and is what this test is for.
 TEST_F(Population, EveryMemberLearnsAsItsRunAloneWithinRounding) {
   const std::vector<train::TrainConfig> together = members("member-");
   const std::vector<train::RunResult> results = population(together, "population");
@@ -531,9 +534,17 @@ TEST_F(Population, EveryMemberLearnsAsItsRunAloneWithinRounding) {
     const auto a = jsonl_records(fs::path(together[i].out) / "metrics.jsonl");
     const auto b = jsonl_records(fs::path(solo.out) / "metrics.jsonl");
     ASSERT_EQ(a.size(), b.size());
-    const double loss_a = a[0]["loss"].get<double>(), loss_b = b[0]["loss"].get<double>();
-    EXPECT_NEAR(loss_a, loss_b, 0.05 * std::fabs(loss_b)) << "the first epoch's loss";
-    EXPECT_NEAR(results[i].last_sharpe, single.last_sharpe, 0.75) << "the learning outcome";
+    constexpr double kRelative = 1e-9;
+    for (std::size_t e = 0; e < a.size(); ++e) {
+      SCOPED_TRACE("epoch " + std::to_string(e + 1));
+      const double loss_a = a[e]["loss"].get<double>(), loss_b = b[e]["loss"].get<double>();
+      EXPECT_NEAR(loss_a, loss_b, kRelative * std::fabs(loss_b)) << "the loss";
+      const double sharpe_a = a[e]["validation"]["sharpe"].get<double>();
+      const double sharpe_b = b[e]["validation"]["sharpe"].get<double>();
+      EXPECT_NEAR(sharpe_a, sharpe_b, kRelative * std::fabs(sharpe_b)) << "the validation";
+    }
+    EXPECT_NEAR(results[i].last_sharpe, single.last_sharpe,
+                kRelative * std::fabs(single.last_sharpe));
   }
 }
 

@@ -18,8 +18,8 @@ std::string learning_paths() {
   if (std::string(gemm::backend_name()) != "cuda")
     return products;
   return train::describe(train::LearningPath::fused) +
-         " for bf16 networks of 1 to 4 hidden layers at most 128 wide where the device runs a "
-         "population's chunks in one wave (--learning-path auto), else " +
+         " for bf16 networks of 1 to 4 hidden layers at most 128 wide (--learning-path auto), "
+         "else " +
          products;
 }
 

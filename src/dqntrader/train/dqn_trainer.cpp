@@ -323,7 +323,7 @@ class EngineImpl final : public DqnTrainer::Engine {
     const TrainConfig& c = config;
     const std::size_t k = members.size(), b = c.batch_size, e = c.environments;
     const std::size_t online_rows = std::max(2 * b + e, m_probe->rows());
-    learning_path = choose(c.learning_path, network, c.precision, k, b, e);
+    learning_path = choose(c.learning_path, network, c.precision);
     m_learn = std::make_unique<LearningStep<T>>(m_space, network, c.precision, k, b, e, online_rows,
                                                 learning_path);
     m_adam = std::make_unique<nn::Adam>(m_space, m_networks->layout(), m_adam_settings);

@@ -21,13 +21,12 @@ enum class LearningPath { products, fused };
 /// Whether the fused path takes networks of spec in this precision (on this build and device).
 bool fused_takes(const nn::NetworkSpec& spec, Precision precision);
 
-/// The path --learning-path `requested` names for a population of `members` networks of spec
-/// in this precision, with batches of batch_size samples and `environments` environments:
+/// The path --learning-path `requested` names for networks of spec in this precision:
 /// "products" and "fused" the path they name; "auto" the fused path where it takes the networks
-/// and this device runs every member's chunks of the batch in one wave of the first kernel
-/// (fused::waves; beyond one wave it is slower than the products path), else the products path.
-LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, Precision precision,
-                    std::size_t members, std::size_t batch_size, std::size_t environments);
+/// (measured faster at every population size it was timed at, 1 to 256 members of the
+/// defaults' network, in one wave of its blocks or several: docs/BENCHMARKS.md), else the
+/// products path.
+LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, Precision precision);
 /// The device memory a member's learning step takes on path beyond what every path holds: on
 /// the products path the target network's activations over `rows` rows (widths padded to 8
 /// values), on the fused path its chunks' parts for batches of batch_size samples.

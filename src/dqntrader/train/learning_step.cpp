@@ -22,12 +22,11 @@ std::size_t learning_step_bytes(LearningPath path, const nn::NetworkSpec& spec, 
   return rows * widths * (precision == Precision::bf16 ? 2 : 4);
 }
 
-LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec, Precision precision,
-                    std::size_t members, std::size_t batch_size, std::size_t environments) {
+LearningPath choose(const std::string& requested, const nn::NetworkSpec& spec,
+                    Precision precision) {
   if (requested == "fused")
     return LearningPath::fused;
-  if (requested == "auto" && fused_takes(spec, precision) &&
-      fused::waves(fused::shape_of(spec), members, batch_size, environments) == 1)
+  if (requested == "auto" && fused_takes(spec, precision))
     return LearningPath::fused;
   return LearningPath::products;
 }

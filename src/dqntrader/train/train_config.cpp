@@ -249,9 +249,8 @@ std::vector<Setting> network_settings(TrainConfig& c) {
       string("learning-path",
              "how a learning step computes: products (one batched product a layer), fused (on "
              "CUDA in bf16, networks of 1 to 4 hidden layers at most 128 wide: two kernels on the "
-             "tensor cores) or auto: fused where it takes the networks and the device runs the "
-             "population's chunks in one wave (faster there, no faster beyond: "
-             "docs/BENCHMARKS.md), else products",
+             "tensor cores) or auto: fused where it takes the networks (faster at every "
+             "population size measured: docs/BENCHMARKS.md), else products",
              c.learning_path));
 }
 

@@ -20,10 +20,6 @@ bool takes(const Shape&) {
   return false;
 }
 
-std::size_t waves(const Shape&, std::size_t, std::size_t, std::size_t) {
-  refuse();
-}
-
 Step::Step(const ExecSpace&, const Shape& shape, std::size_t members, std::size_t batch,
            std::size_t environments)
     : m_shape(shape), m_members(members), m_batch(batch), m_environments(environments) {

@@ -64,14 +64,6 @@ bool takes(const Shape& shape) {
   return compiled(shape) && fits(shape, device_for(shape).dynamic_shared);
 }
 
-std::size_t waves(const Shape& shape, std::size_t members, std::size_t batch,
-                  std::size_t environments) {
-  if (!takes(shape))
-    throw InputError("fused step: a network of this shape is not one it takes");
-  const Device device = device_for(shape);
-  return waves(shape, chunking(shape, members, batch, environments, device), members, device);
-}
-
 Step::Step(const ExecSpace& space, const Shape& shape, std::size_t members, std::size_t batch,
            std::size_t environments)
     : m_shape(shape), m_members(members), m_batch(batch), m_environments(environments) {

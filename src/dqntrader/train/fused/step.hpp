@@ -1,6 +1,6 @@
 // The learning step of narrow networks in two kernels, for every member of a population at once
 // (train::LearningStep runs it for the fused learning path: bf16, every hidden layer at most
-// kMaxWidth wide; --learning-path auto takes it where waves() is 1). The loss kernel
+// kMaxWidth wide; --learning-path auto takes it wherever takes() is true). The loss kernel
 // (loss_kernel.cpp) takes, per member and chunk of its batch, the target network on the next
 // states s', the online network on s', on a share of the environments' states and on the states
 // s, the DQN rule of each sample (train/dqn_rule.hpp) and the backward chain to every layer's
@@ -29,13 +29,6 @@ namespace dqntrader::train::fused {
 /// Whether Step takes networks of this shape on this build and device (plan.hpp's fits() for
 /// the device's shared memory; false without CUDA).
 bool takes(const Shape& shape);
-
-/// The rounds in which this device runs the loss kernel's blocks for members networks of shape
-/// (takes(shape)), batches of batch samples and environments further rows: 1 where every
-/// member's chunks are resident at once. A step's time grows by about a block's for each
-/// further round (docs/BENCHMARKS.md, "The fused learning step").
-std::size_t waves(const Shape& shape, std::size_t members, std::size_t batch,
-                  std::size_t environments);
 
 /// What a step reads: the networks (bf16 working copies, member m's online network at m *
 /// stride values, its target at (M + m) * stride; the heads' biases from the float master
