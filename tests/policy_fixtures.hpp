@@ -2,10 +2,20 @@
 // plain and dueling heads, 1 to 4 hidden layers, with and without ofi and extra features, three
 // and five positions. Their parameters are freshly drawn (He-uniform, as training starts), their
 // feature statistics those of the bars' first half, so that Q-values are of a trained policy's
-// size. Shared by the tests of `dqntrader act` and of the ONNX export.
+// size. Shared by the tests of `dqntrader act` and of the ONNX export, with the harness they run
+// commands in (CommandTest).
 #pragma once
 
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,8 +25,97 @@
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
+#include "test_support.hpp"
 
 namespace dqntrader::testing {
+
+/// What a command returned and printed.
+struct CommandResult {
+  int code;
+  std::string out, err;
+};
+
+/// Each non-empty line of text, as JSON.
+inline std::vector<nlohmann::json> json_lines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty())
+      out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+/// Two decision lists (JSON lines of `dqntrader act`, or of a reader or runtime giving the
+/// same fields) agree: the same bars and positions, Q-values within 1e-5 of the largest
+/// |Q| of the list (float rounding in sums of terms of that size: a row whose Q-values nearly
+/// cancel keeps the rounding of its terms); an action may differ only where the row's two
+/// largest Q-values lie within that of each other (float rounding decides such a tie), and
+/// then the rows after it are not compared (their incoming positions differ). Returns the
+/// rows compared.
+inline std::size_t expect_same_decisions(const std::vector<nlohmann::json>& got,
+                                         const std::vector<nlohmann::json>& expected,
+                                         const std::string& what) {
+  EXPECT_EQ(got.size(), expected.size()) << what;
+  const std::size_t n = std::min(got.size(), expected.size());
+  double largest = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (double v : expected[i]["q"].get<std::vector<double>>())
+      largest = std::max(largest, std::fabs(v));
+  }
+  const double tolerance = 1e-5 * largest;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& g = got[i];
+    const auto& e = expected[i];
+    EXPECT_EQ(g["bar"], e["bar"]) << what << " row " << i;
+    const auto q = e["q"].get<std::vector<double>>(), r = g["q"].get<std::vector<double>>();
+    EXPECT_EQ(q.size(), r.size()) << what;
+    for (std::size_t a = 0; a < q.size() && a < r.size(); ++a)
+      EXPECT_NEAR(r[a], q[a], tolerance) << what << " bar " << e["bar"] << " action " << a;
+    if (g["action"] != e["action"]) {
+      std::vector<double> sorted = q;
+      std::sort(sorted.rbegin(), sorted.rend());
+      EXPECT_LE(sorted[0] - sorted[1], 2 * tolerance)
+          << what << " bar " << e["bar"] << ": actions differ without a tie";
+      return i;
+    }
+    EXPECT_EQ(g["position"], e["position"]) << what << " row " << i;
+  }
+  return n;
+}
+
+/// A test with a temporary directory of its own (named for the suite and the test's seed,
+/// removed after it) that runs commands through /bin/sh, their output into files there.
+class CommandTest : public ::testing::Test {
+ protected:
+  explicit CommandTest(std::string suite) : m_suite(std::move(suite)) {}
+  void SetUp() override {
+    m_seed = test_seed();
+    m_dir = std::filesystem::temp_directory_path() /
+            ("dqntrader-" + m_suite + "-" + std::to_string(m_seed));
+    std::filesystem::create_directories(m_dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(m_dir); }
+
+  std::string path(const std::string& name) const { return (m_dir / name).string(); }
+
+  /// A command line; prefix goes before it (a pipe into it).
+  CommandResult shell(const std::string& command, const std::string& prefix = "") const {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const int status = std::system((prefix + command + " >" + out + " 2>" + err).c_str());
+    return CommandResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+  /// dqntrader with these arguments.
+  CommandResult cli(const std::string& arguments, const std::string& prefix = "") const {
+    return shell(std::string(DQNTRADER_CLI_PATH) + " " + arguments, prefix);
+  }
+
+  std::uint64_t m_seed = 0;
+  std::filesystem::path m_dir;
+
+ private:
+  std::string m_suite;
+};
 
 /// The synthetic market (with ofi) and two extra columns, f_x (a random walk) and f_y (noise).
 inline data::Bars fixture_bars(std::size_t count, std::uint64_t seed) {
@@ -68,10 +167,33 @@ inline FixturePolicy fixture_policy(const std::string& name, const data::Bars& b
   return p;
 }
 
-/// The shapes of docs/POLICY.md, each drawn from seed.
+/// A drawn policy of one hidden layer (two units at least) and three positions made to follow
+/// its first feature, a standardized return: the drawn weights scaled by 1/20, then Q(long) =
+/// relu(x) - relu(-x) = x and Q(short) = -x through the first two hidden units. Its decision
+/// changes with the sign of a return, thousands of times over a few thousand bars, where a drawn
+/// network may hold one position throughout.
+inline FixturePolicy following_returns(FixturePolicy p) {
+  const nn::ParameterLayout layout(p.file.network);
+  std::vector<float>& w = p.file.parameters;
+  for (float& v : w)
+    v /= 20.0f;
+  const nn::Tensor &in = layout.weight(0), &head = layout.weight(1);
+  w[in.offset + 0] = 1.0f;                    // unit 0: relu(x)
+  w[in.offset + 1] = -1.0f;                   // unit 1: relu(-x)
+  w[head.offset + 0 * head.cols + 2] = 1.0f;  // long
+  w[head.offset + 1 * head.cols + 2] = -1.0f;
+  w[head.offset + 0 * head.cols + 0] = -1.0f;  // short
+  w[head.offset + 1 * head.cols + 0] = 1.0f;
+  p.file.info = {{"fixture", p.name}, {"follows", "its first feature"}};
+  return p;
+}
+
+/// The shapes of docs/POLICY.md, each drawn from seed; the first follows returns
+/// (following_returns).
 inline std::vector<FixturePolicy> fixture_policies(const data::Bars& bars, std::uint64_t seed) {
   return {
-      fixture_policy("plain-1-ofi", bars, {16}, false, 4, {}, {-1, 0, 1}, seed + 1),
+      following_returns(
+          fixture_policy("plain-1-ofi", bars, {16}, false, 4, {}, {-1, 0, 1}, seed + 1)),
       fixture_policy("dueling-2-extra", bars, {32, 24}, true, 0, {"f_x"}, {-1, 0, 1}, seed + 2),
       fixture_policy("dueling-3-ofi-extras", bars, {24, 24, 16}, true, 2, {"f_x", "f_y"},
                      {-1, 0, 1}, seed + 3),

@@ -26,43 +26,12 @@ namespace {
 namespace fs = std::filesystem;
 using testing::slurp;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using Result = testing::CommandResult;
+using testing::json_lines;
 
-std::vector<nlohmann::json> json_lines(const std::string& text) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty())
-      out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
-
-class Export : public ::testing::Test {
+class Export : public testing::CommandTest {
  protected:
-  void SetUp() override {
-    m_seed = testing::test_seed();
-    m_dir = fs::temp_directory_path() / ("dqntrader-export-" + std::to_string(m_seed));
-    fs::create_directories(m_dir);
-  }
-  void TearDown() override { fs::remove_all(m_dir); }
-
-  std::string path(const std::string& name) const { return (m_dir / name).string(); }
-
-  Result shell(const std::string& command) const {
-    const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const int status = std::system((command + " >" + out + " 2>" + err).c_str());
-    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  }
-  Result cli(const std::string& arguments) const {
-    return shell(std::string(DQNTRADER_CLI_PATH) + " " + arguments);
-  }
-
-  std::uint64_t m_seed = 0;
-  fs::path m_dir;
+  Export() : CommandTest("export") {}
 };
 
 TEST_F(Export, OnnxRuntimeTakesActsDecisionsOverEveryShape) {
@@ -108,31 +77,8 @@ TEST_F(Export, OnnxRuntimeTakesActsDecisionsOverEveryShape) {
     const std::vector<nlohmann::json> expected = json_lines(act.out), got = json_lines(ran.out);
     ASSERT_EQ(got.size(), 5050u);
     ASSERT_EQ(expected.size(), 5050u);
-    // Q-values within 1e-5 of the row's largest |Q|; the actions act's, except where float
-    // rounding decides between two Q-values within that of each other (then the positions
-    // that follow differ, and the comparison stops there).
-    std::size_t compared = 0;
-    for (; compared < got.size(); ++compared) {
-      const auto q = expected[compared]["q"].get<std::vector<double>>();
-      const auto r = got[compared]["q"].get<std::vector<double>>();
-      ASSERT_EQ(q.size(), r.size());
-      ASSERT_EQ(got[compared]["bar"], expected[compared]["bar"]);
-      double largest = 0.0;
-      for (double v : q)
-        largest = std::max(largest, std::fabs(v));
-      for (std::size_t a = 0; a < q.size(); ++a)
-        EXPECT_NEAR(r[a], q[a], 1e-5 * largest) << "bar " << expected[compared]["bar"];
-      if (got[compared]["action"] != expected[compared]["action"]) {
-        std::vector<double> sorted = q;
-        std::sort(sorted.rbegin(), sorted.rend());
-        EXPECT_LE(sorted[0] - sorted[1], 2e-5 * largest)
-            << "bar " << expected[compared]["bar"] << ": actions differ without a tie";
-        break;
-      }
-      EXPECT_EQ(got[compared]["position"].get<double>(),
-                expected[compared]["position"].get<double>());
-    }
-    EXPECT_GE(compared, 1000u);
+    // Q-values and actions act's, to float rounding (testing::expect_same_decisions).
+    EXPECT_GE(testing::expect_same_decisions(got, expected, policy), 1000u);
   }
 }
 
