@@ -66,8 +66,10 @@ TEST_F(Export, OnnxRuntimeTakesActsDecisionsOverEveryShape) {
     EXPECT_EQ(meta["positions"].get<std::vector<double>>(), file.positions);
 
     const std::string from = "150", to = "5199";
-    const Result act = cli("act --json --weights " + policy + " --data " + path("bars.csv") +
-                           " --from " + from + " --to " + to + " --position long");
+    // act in float32 products, as the model computes (CUDA's default is bf16).
+    const Result act =
+        cli("act --json --precision fp32 --weights " + policy + " --data " + path("bars.csv") +
+            " --from " + from + " --to " + to + " --position long");
     ASSERT_EQ(act.code, 0) << act.err;
     const Result ran =
         shell("NODE_PATH=" + std::string(DQNTRADER_NODE_PATH) + " " + DQNTRADER_NODE + " " +
