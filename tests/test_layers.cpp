@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -59,9 +58,14 @@ std::vector<Layer> layer_table(const std::string& architecture) {
     Layer layer;
     layer.name = cells[0].substr(cells[0].find_first_not_of(' '));
     layer.name = layer.name.substr(0, layer.name.find_last_not_of(' ') + 1);
-    const std::regex quoted("`([^`]+)`");
-    for (std::sregex_iterator m(cells[1].begin(), cells[1].end(), quoted), end; m != end; ++m)
-      layer.paths.push_back((*m)[1]);
+    // Its paths: the cell's `quoted` runs.
+    for (std::size_t open = cells[1].find('`'); open != std::string::npos;) {
+      const std::size_t close = cells[1].find('`', open + 1);
+      if (close == std::string::npos)
+        break;
+      layer.paths.push_back(cells[1].substr(open + 1, close - open - 1));
+      open = cells[1].find('`', close + 1);
+    }
     layers.push_back(layer);
   }
   return layers;
@@ -97,12 +101,26 @@ std::string resolve(const std::string& file, const std::string& included) {
       .generic_string();
 }
 
+// The file a line includes as #include "file" (spaces allowed around '#' and 'include'), or "".
+std::string quoted_include(const std::string& line) {
+  std::size_t at = line.find_first_not_of(" \t");
+  if (at == std::string::npos || line[at] != '#')
+    return "";
+  at = line.find_first_not_of(" \t", at + 1);
+  if (at == std::string::npos || line.compare(at, 7, "include") != 0)
+    return "";
+  at = line.find_first_not_of(" \t", at + 7);
+  if (at == std::string::npos || line[at] != '"')
+    return "";
+  const std::size_t close = line.find('"', at + 1);
+  return close == std::string::npos ? "" : line.substr(at + 1, close - at - 1);
+}
+
 // Every include of files (path -> content) that points up the table, and every file in no
 // layer, as one line each.
 std::vector<std::string> violations(const std::vector<Layer>& layers,
                                     const std::map<std::string, std::string>& files) {
   std::vector<std::string> out;
-  const std::regex include("^\\s*#\\s*include\\s*\"([^\"]+)\"");
   for (const auto& [file, content] : files) {
     const int own = layer_of(layers, file);
     if (own < 0) {
@@ -111,10 +129,10 @@ std::vector<std::string> violations(const std::vector<Layer>& layers,
     }
     std::istringstream lines(content);
     for (std::string line; std::getline(lines, line);) {
-      std::smatch m;
-      if (!std::regex_search(line, m, include))
+      const std::string included = quoted_include(line);
+      if (included.empty())
         continue;
-      const std::string target = resolve(file, m[1]);
+      const std::string target = resolve(file, included);
       const int theirs = layer_of(layers, target);
       if (theirs > own) {
         out.push_back(file + " (" + layers[own].name + ") includes " + target + " (" +
