@@ -105,25 +105,35 @@ struct Part {
 // (in_pad rows of out_pad values) and biases (bf16; the head's float), act[l] (rows of l's
 // inputs), the scratch parts (R rows of the widest layer), the heads' outputs (ldq floats a
 // row).
+// A part's name: a stem and its indices, appended (GCC 12 at -O3 in C++20 warns, falsely, of
+// overlapping copies in `"w" + std::to_string(...)`).
+std::string label(const char* stem, int i, int j = -1) {
+  std::string out(stem);
+  out += std::to_string(i);
+  if (j >= 0)
+    out += std::to_string(j);
+  return out;
+}
+
 std::vector<Part> parts(const fused::Shape& s, const fused::Smem& m) {
   std::vector<Part> out;
   const int head = s.hidden;
   for (int set = 0; set < m.sets; ++set) {
     for (int l = 0; l <= head; ++l) {
-      out.push_back({"w" + std::to_string(set) + std::to_string(l), m.w[set][l],
+      out.push_back({label("w", set, l), m.w[set][l],
                      2 * (static_cast<std::size_t>(m.in_pad[l] - 1) * m.ldw[l] + m.out_pad[l])});
-      out.push_back({"b" + std::to_string(set) + std::to_string(l), m.b[set][l],
+      out.push_back({label("b", set, l), m.b[set][l],
                      static_cast<std::size_t>(m.out_pad[l]) * (l == head ? 4 : 2)});
     }
   }
   const std::size_t all_rows = 2 * static_cast<std::size_t>(m.rows) + m.environment_rows;
   for (int l = 0; l <= head; ++l) {
     const std::size_t rows = all_rows - (l == 0 ? 0 : m.skip);
-    out.push_back({"act" + std::to_string(l), m.act[l],
+    out.push_back({label("act", l), m.act[l],
                    2 * ((rows - 1) * m.lda[l] + static_cast<std::size_t>(m.in_pad[l]))});
   }
   for (int d = 0; d < 2; ++d) {
-    out.push_back({"scratch" + std::to_string(d), m.scratch[d],
+    out.push_back({label("scratch", d), m.scratch[d],
                    2 * (static_cast<std::size_t>(m.rows - 1) * m.ldd + (m.ldd - fused::kPad))});
   }
   out.push_back({"q_online", m.q_online, 4 * all_rows * m.ldq});
