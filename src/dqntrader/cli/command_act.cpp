@@ -63,37 +63,6 @@ std::string position_name(double p) {
   return (p > 0 ? "+" : "") + io::format_metric(p);
 }
 
-// --position: a number or flat, long, short; its index among the policy's positions.
-std::size_t incoming_index(const std::string& text, const std::vector<double>& positions) {
-  double value = 0.0;
-  if (text == "flat") {
-    value = 0.0;
-  } else if (text == "long") {
-    value = 1.0;
-  } else if (text == "short") {
-    value = -1.0;
-  } else {
-    std::size_t used = 0;
-    try {
-      value = std::stod(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != text.size() || text.empty())
-      throw InputError("--position '" + text +
-                       "': expected a position (a number, or flat, long "
-                       "or short)");
-  }
-  for (std::size_t i = 0; i < positions.size(); ++i) {
-    if (positions[i] == value)
-      return i;
-  }
-  std::string list;
-  for (double p : positions)
-    list += (list.empty() ? "" : ", ") + io::format_metric(p);
-  throw InputError("--position " + text + ": the policy's positions are " + list);
-}
-
 // One decision as one line of JSON: {"bar", "timestamp", "incoming", "q", "action",
 // "position"}, every number in its shortest form that reads back as the same value (a
 // Q-value as the same float). Written directly: a window's million lines are a large part
@@ -250,7 +219,8 @@ Command add_act(CLI::App& app) {
     const std::string path = sweep::policy_path(options->weights);
     check_input("--weights", path);
     const eval::PolicyFile policy = eval::read_policy(path);
-    const std::size_t incoming = incoming_index(options->position, policy.positions);
+    const std::size_t incoming =
+        eval::position_index("--position", options->position, policy.positions);
     eval::BacktestConfig defaults;
     const Precision precision =
         options->precision.empty() ? defaults.precision : parse_precision(options->precision);
@@ -262,36 +232,13 @@ Command add_act(CLI::App& app) {
     columns.names = policy.features.extra;
     if (options->data != "-")
       check_input("--data", options->data);
-    auto too_few = [&](const data::Bars& bars) {
-      return InputError(bars.source, 0, 0,
-                        std::to_string(bars.size()) + " bar" + (bars.size() == 1 ? "" : "s") +
-                            "; the policy's first decision needs " + std::to_string(warmup + 1) +
-                            " (its features read the " + std::to_string(warmup) +
-                            " bars before it)");
-    };
-
     if (!options->follow) {
       const data::Bars bars = read_all(*options, columns);
       data::check_feature_columns(policy.features, bars);
-      if (bars.size() < warmup + 1)
-        throw too_few(bars);
-      const std::size_t last =
-          options->to.empty() ? bars.size() - 1 : bar_index("to", options->to, bars, false);
+      const eval::DecisionWindow w =
+          eval::decision_window(bars, warmup, options->from, options->to, "--from", "--to");
       const bool window = !options->from.empty() || !options->to.empty();
-      const std::size_t first = options->from.empty()
-                                    ? (window ? warmup : last)
-                                    : bar_index("from", options->from, bars, true);
-      if (first < warmup) {
-        throw InputError("--from " + options->from + " selects bar " + std::to_string(first) +
-                         ", before bar " + std::to_string(warmup) +
-                         ", the first at which the policy's features are defined");
-      }
-      if (last < first) {
-        throw InputError("--from " + options->from + " (bar " + std::to_string(first) +
-                         ") comes after --to " + options->to + " (bar " + std::to_string(last) +
-                         ")");
-      }
-      const std::vector<eval::Decision> made = decisions.decide(bars, first, last, incoming);
+      const std::vector<eval::Decision> made = decisions.decide(bars, w.first, w.last, incoming);
       if (options->json) {
         std::string out;
         for (const eval::Decision& d : made) {
@@ -371,7 +318,7 @@ Command add_act(CLI::App& app) {
       parser.finish();
       data::check_feature_columns(policy.features, parser.bars());
       if (parser.bars().size() < warmup + 1)
-        throw too_few(parser.bars());
+        throw eval::too_few_bars(parser.bars(), warmup);
       decide_latest();
     }
     stream.pump(true, ends, [&] {
@@ -379,7 +326,7 @@ Command add_act(CLI::App& app) {
       decide_latest();
     });
     if (!g_stop && !decided)
-      throw too_few(parser.bars());
+      throw eval::too_few_bars(parser.bars(), warmup);
   };
   return command;
 }

@@ -66,11 +66,6 @@ void write_output(const std::string& path, const std::string& text);
 /// number), at least `least` and at most 2^64 - 1; its messages quote what was typed.
 CLI::Validator whole_number(std::uint64_t least = 0);
 
-/// A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
-/// (first = true, --from) or the last bar at or before it (--to). InputError naming --option.
-std::size_t bar_index(const std::string& option, const std::string& text, const data::Bars& bars,
-                      bool first);
-
 /// InputError naming the option and the path when path is a directory: an input file is
 /// meant (a bar file, a policy file).
 void check_input(const std::string& option, const std::string& path);

@@ -2,13 +2,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <limits>
-#include <optional>
 #include <string>
 
 #include "dqntrader/cli/commands.hpp"
 #include "dqntrader/core/error.hpp"
-#include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/io/atomic_file.hpp"
 
 namespace dqntrader::cli {
@@ -41,42 +38,6 @@ void refuse_test_fraction_beside_test_data(const CLI::App& c, const train::Train
 
 // A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
 // (first = true, --from) or the last bar at or before it (--to). InputError naming the option.
-std::size_t bar_index(const std::string& option, const std::string& text, const data::Bars& bars,
-                      bool first) {
-  const std::string name = "--" + option;
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
-    unsigned long long index = 0;
-    try {
-      index = std::stoull(text);
-    } catch (const std::out_of_range&) {
-      index = std::numeric_limits<unsigned long long>::max();
-    }
-    if (index >= bars.size()) {
-      throw InputError(name + " " + text + ": the data has bars 0 .. " +
-                       std::to_string(bars.size() - 1));
-    }
-    return static_cast<std::size_t>(index);
-  }
-  const std::optional<std::int64_t> ms = data::parse_iso8601_ms(text);
-  if (!ms) {
-    throw InputError(name + " '" + text +
-                     "': expected a bar index or an ISO-8601 timestamp (YYYY-MM-DD[THH:MM[:SS]])");
-  }
-  const auto& t = bars.timestamp_ms;
-  const std::string range =
-      data::format_iso8601_ms(t.front()) + " .. " + data::format_iso8601_ms(t.back());
-  if (first) {
-    const auto at = std::lower_bound(t.begin(), t.end(), *ms);
-    if (at == t.end())
-      throw InputError(name + " " + text + " comes after the data's last bar (" + range + ")");
-    return static_cast<std::size_t>(at - t.begin());
-  }
-  const auto after = std::upper_bound(t.begin(), t.end(), *ms);
-  if (after == t.begin())
-    throw InputError(name + " " + text + " comes before the data's first bar (" + range + ")");
-  return static_cast<std::size_t>(after - t.begin()) - 1;
-}
-
 void write_output(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;

@@ -24,4 +24,11 @@ class InputError : public Error {
              const std::string& what);
 };
 
+/// Work stopped because its caller asked (an interrupt between two steps): what it had written
+/// before stays valid, and nothing after the last complete record was written.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace dqntrader

@@ -1,8 +1,66 @@
 #include "dqntrader/data/bars.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/hash.hpp"
+#include "dqntrader/data/timestamp.hpp"
 
 namespace dqntrader::data {
+
+std::uint64_t fingerprint(const Bars& bars) {
+  Hasher64 h;
+  auto add = [&](const auto& v) { h.update(v.data(), v.size() * sizeof(v[0])); };
+  add(bars.timestamp_ms);
+  add(bars.open);
+  add(bars.high);
+  add(bars.low);
+  add(bars.close);
+  add(bars.volume);
+  add(bars.ofi);
+  for (const auto& c : bars.extra) {
+    h.update(c.name.data(), c.name.size());
+    add(c.values);
+  }
+  return h.digest();
+}
+
+std::size_t bar_index(const std::string& name, const std::string& text, const Bars& bars,
+                      bool first) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    unsigned long long index = 0;
+    try {
+      index = std::stoull(text);
+    } catch (const std::out_of_range&) {
+      index = std::numeric_limits<unsigned long long>::max();
+    }
+    if (index >= bars.size()) {
+      throw InputError(name + " " + text + ": the data has bars 0 .. " +
+                       std::to_string(bars.size() - 1));
+    }
+    return static_cast<std::size_t>(index);
+  }
+  const std::optional<std::int64_t> ms = parse_iso8601_ms(text);
+  if (!ms) {
+    throw InputError(name + " '" + text +
+                     "': expected a bar index or an ISO-8601 timestamp (YYYY-MM-DD[THH:MM[:SS]])");
+  }
+  const auto& t = bars.timestamp_ms;
+  const std::string range = format_iso8601_ms(t.front()) + " .. " + format_iso8601_ms(t.back());
+  if (first) {
+    const auto at = std::lower_bound(t.begin(), t.end(), *ms);
+    if (at == t.end())
+      throw InputError(name + " " + text + " comes after the data's last bar (" + range + ")");
+    return static_cast<std::size_t>(at - t.begin());
+  }
+  const auto after = std::upper_bound(t.begin(), t.end(), *ms);
+  if (after == t.begin())
+    throw InputError(name + " " + text + " comes before the data's first bar (" + range + ")");
+  return static_cast<std::size_t>(after - t.begin()) - 1;
+}
 
 bool ColumnSelection::selects(const std::string& column) const {
   if (std::find(names.begin(), names.end(), column) != names.end())

@@ -39,6 +39,16 @@ Bars bars_between(const Bars& bars, std::size_t begin, std::size_t end);
 /// The last count bars of bars (all of them when count is larger).
 Bars last_bars(const Bars& bars, std::size_t count);
 
+/// XXH64 of every column's values (and the extra columns' names): equal for equal bars, from
+/// whichever file or array they came. Checkpoints, policies and sweeps record it.
+std::uint64_t fingerprint(const Bars& bars);
+
+/// A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
+/// (first = true) or the last bar at or before it. InputError naming `name` (how the caller
+/// calls the bound: "--from", "start=") when it lies outside the bars or is neither.
+std::size_t bar_index(const std::string& name, const std::string& text, const Bars& bars,
+                      bool first);
+
 /// Which optional numeric columns a loader keeps as extra features: the named ones and
 /// every column whose name starts with one of the prefixes.
 struct ColumnSelection {

@@ -61,13 +61,20 @@ std::string describe(const BarCheck& c) {
 
 void check_bars(const Bars& bars) {
   const std::size_t n = bars.size();
-  auto fail = [&](std::size_t i, const std::string& what) {
+  // "bar i (its time), column 'name': what", the bar counted from 0.
+  auto fail = [&](std::size_t i, const std::string& column, const std::string& what) {
     std::ostringstream out;
     out << "bar " << i;
     if (i < bars.timestamp_ms.size())
       out << " (" << format_iso8601_ms(bars.timestamp_ms[i]) << ")";
-    out << ": " << what;
+    out << ", column '" << column << "': " << what;
     throw InputError(bars.source, 0, 0, out.str());
+  };
+  auto finite = [&](std::size_t i, const std::string& column, double v) {
+    if (std::isnan(v))
+      fail(i, column, "NaN");
+    if (!std::isfinite(v))
+      fail(i, column, "infinite value");
   };
   if (bars.timestamp_ms.size() != n || bars.open.size() != n || bars.high.size() != n ||
       bars.low.size() != n || (bars.has_volume() && bars.volume.size() != n) ||
@@ -79,26 +86,28 @@ void check_bars(const Bars& bars) {
       throw InputError(bars.source, 0, 0, "column '" + column.name + "' has a different length");
     }
   }
+  static const char* const price_names[] = {"open", "high", "low", "close"};
   for (std::size_t i = 0; i < n; ++i) {
-    for (double v : {bars.open[i], bars.high[i], bars.low[i], bars.close[i]}) {
-      if (!std::isfinite(v))
-        fail(i, "non-finite price");
-    }
+    const double prices[] = {bars.open[i], bars.high[i], bars.low[i], bars.close[i]};
+    for (int c = 0; c < 4; ++c)
+      finite(i, price_names[c], prices[c]);
     const BarCheck check = check_bar(bars.open[i], bars.high[i], bars.low[i], bars.close[i]);
     if (check.problem != BarProblem::none)
-      fail(i, describe(check));
+      fail(i, price_names[static_cast<int>(check.column)], describe(check));
     if (i > 0 && bars.timestamp_ms[i] <= bars.timestamp_ms[i - 1]) {
-      fail(i, "timestamps must increase strictly");
+      fail(i, "timestamp",
+           "timestamps must increase strictly (bar " + std::to_string(i - 1) + " is at " +
+               format_iso8601_ms(bars.timestamp_ms[i - 1]) + ")");
     }
-    if (bars.has_ofi() && !std::isfinite(bars.ofi[i]))
-      fail(i, "non-finite ofi");
-    if (bars.has_volume() && !(bars.volume[i] >= 0.0 && std::isfinite(bars.volume[i]))) {
-      fail(i, "volume must be finite and not negative");
+    if (bars.has_ofi())
+      finite(i, "ofi", bars.ofi[i]);
+    if (bars.has_volume()) {
+      finite(i, "volume", bars.volume[i]);
+      if (bars.volume[i] < 0.0)
+        fail(i, "volume", "volume must not be negative");
     }
-    for (const NamedColumn& column : bars.extra) {
-      if (!std::isfinite(column.values[i]))
-        fail(i, "non-finite value in '" + column.name + "'");
-    }
+    for (const NamedColumn& column : bars.extra)
+      finite(i, column.name, column.values[i]);
   }
 }
 

@@ -62,6 +62,17 @@ sweep::SweepPlan share_plan(const sweep::SweepPlan& plan,
 /// rank 0 hands them out one at a time as ranks ask, trains populations itself, records every
 /// result in plan and sweep.json, prints one line a population to log and writes the
 /// leaderboards; on the others plan is left as it was. A rank that fails ends the job.
-void run_sweep(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& log);
+/// interrupted (asked before every step) stops a sweep of one rank (sweep::run_sweep).
+void run_sweep(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& log,
+               const std::function<bool()>& interrupted = {});
+
+/// A planned sweep run to its end, as `dqntrader sweep` runs it: every rank shares rank 0's
+/// plan (written by rank 0 for a new sweep, resuming = false), rank 0 holds the directory's
+/// lock throughout, the populations run (run_sweep), and rank 0 measures the selection
+/// statistics, writes sweep.json and the leaderboards and prints the last lines to log.
+/// Error when no member finished. Returns the plan as it ended (rank 0's).
+sweep::SweepPlan run_whole_sweep(const ExecSpace& space, const sweep::SweepPlan& plan,
+                                 bool resuming, std::ostream& log,
+                                 const std::function<bool()>& interrupted = {});
 
 }  // namespace dqntrader::dist

@@ -276,9 +276,10 @@ sweep::SweepPlan share_plan(const sweep::SweepPlan& plan,
   return sweep::plan_from_json(nlohmann::json::parse(text), plan.directory, "rank 0's plan");
 }
 
-void run_sweep(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& log) {
+void run_sweep(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& log,
+               const std::function<bool()>& interrupted) {
   if (g_ranks.size == 1) {
-    sweep::run_sweep(space, plan, log);
+    sweep::run_sweep(space, plan, log, interrupted);
     return;
   }
   if (g_ranks.rank == 0) {

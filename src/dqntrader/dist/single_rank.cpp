@@ -23,8 +23,9 @@ sweep::SweepPlan share_plan(const sweep::SweepPlan& plan,
   return plan;
 }
 
-void run_sweep(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& log) {
-  sweep::run_sweep(space, plan, log);
+void run_sweep(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& log,
+               const std::function<bool()>& interrupted) {
+  sweep::run_sweep(space, plan, log, interrupted);
 }
 
 }  // namespace dqntrader::dist

@@ -7,6 +7,7 @@
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/transfer.hpp"
 #include "dqntrader/eval/q_policy.hpp"
+#include "dqntrader/io/json_values.hpp"
 
 namespace dqntrader::eval {
 
@@ -124,6 +125,66 @@ Decision PolicyDecisions::decide_latest(const data::Bars& bars, std::size_t inco
                               bars.size() - 1, incoming, m_positions)
                    .front();
   return d;
+}
+
+std::size_t position_index(const std::string& name, const std::string& text,
+                           const std::vector<double>& positions) {
+  double value = 0.0;
+  if (text == "flat") {
+    value = 0.0;
+  } else if (text == "long") {
+    value = 1.0;
+  } else if (text == "short") {
+    value = -1.0;
+  } else {
+    std::size_t used = 0;
+    try {
+      value = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || text.empty())
+      throw InputError(name + " '" + text +
+                       "': expected a position (a number, or flat, long or short)");
+  }
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] == value)
+      return i;
+  }
+  std::string list;
+  for (double p : positions)
+    list += (list.empty() ? "" : ", ") + io::format_metric(p);
+  throw InputError(name + " " + text + ": the policy's positions are " + list);
+}
+
+InputError too_few_bars(const data::Bars& bars, std::size_t warmup) {
+  return InputError(bars.source, 0, 0,
+                    std::to_string(bars.size()) + " bar" + (bars.size() == 1 ? "" : "s") +
+                        "; the policy's first decision needs " + std::to_string(warmup + 1) +
+                        " (its features read the " + std::to_string(warmup) + " bars before it)");
+}
+
+DecisionWindow decision_window(const data::Bars& bars, std::size_t warmup, const std::string& from,
+                               const std::string& to, const std::string& from_name,
+                               const std::string& to_name) {
+  if (bars.size() < warmup + 1)
+    throw too_few_bars(bars, warmup);
+  DecisionWindow w;
+  w.last = to.empty() ? bars.size() - 1 : data::bar_index(to_name, to, bars, false);
+  const bool window = !from.empty() || !to.empty();
+  w.first =
+      from.empty() ? (window ? warmup : w.last) : data::bar_index(from_name, from, bars, true);
+  if (w.first < warmup) {
+    throw InputError(from_name + " " + from + " selects bar " + std::to_string(w.first) +
+                     ", before bar " + std::to_string(warmup) +
+                     ", the first at which the policy's features are defined");
+  }
+  if (w.last < w.first) {
+    throw InputError(from_name + " " + from + " (bar " + std::to_string(w.first) +
+                     ") comes after " + to_name + " " + to + " (bar " + std::to_string(w.last) +
+                     ")");
+  }
+  return w;
 }
 
 }  // namespace dqntrader::eval

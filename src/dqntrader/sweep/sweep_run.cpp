@@ -46,7 +46,8 @@ population_schedule(const SweepPlan& plan, std::size_t p) {
 
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
-    const std::function<void(std::size_t, std::size_t)>& on_epoch) {
+    const std::function<void(std::size_t, std::size_t)>& on_epoch,
+    const std::function<bool()>& interrupted) {
   const PopulationPlan& population = plan.populations.at(p);
   std::vector<train::TrainConfig> members;
   for (std::size_t id : population.members)
@@ -54,6 +55,7 @@ std::vector<MemberResult> run_planned_population(
   train::PopulationOptions options;
   options.checkpoints = plan.directory + "/" + population.checkpoints;
   options.on_epoch = on_epoch;
+  options.interrupted = interrupted;
   if (plan.schedule.kind != "none")
     options.schedule = population_schedule(plan, p);
   train::ResumeOptions resume;
@@ -164,7 +166,8 @@ std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResul
   return population_line(plan, p, seconds);
 }
 
-void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log) {
+void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log,
+               const std::function<bool()>& interrupted) {
   StatusLine status(log);
   std::size_t members_done = 0;
   for (const PopulationPlan& q : plan.populations)
@@ -188,7 +191,8 @@ void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log) {
       status.show(text.str());
     };
     bar(0, 1);
-    const std::vector<MemberResult> results = run_planned_population(space, plan, p, bar);
+    const std::vector<MemberResult> results =
+        run_planned_population(space, plan, p, bar, interrupted);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string line = record(plan, p, results, seconds);

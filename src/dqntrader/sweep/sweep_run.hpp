@@ -32,7 +32,8 @@ population_schedule(const SweepPlan& plan, std::size_t p);
 /// status failed, with the message; device and file-system failures are thrown.
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
-    const std::function<void(std::size_t epoch, std::size_t epochs)>& on_epoch = {});
+    const std::function<void(std::size_t epoch, std::size_t epochs)>& on_epoch = {},
+    const std::function<bool()>& interrupted = {});
 
 /// Records population p's results in plan (its members' entries; the population finished),
 /// writes sweep.json and returns the line about it: its members, how they ended, its best
@@ -42,7 +43,10 @@ std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResul
 
 /// Runs every population of plan that has not finished, in order, on space: sweep.json after
 /// each, the leaderboards at the end; a progress bar on a terminal (log being std::cerr) and
-/// one line per finished population to log.
-void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log);
+/// one line per finished population to log. interrupted, when given, is asked before every
+/// step: true stops the sweep there with Interrupted (what finished is recorded; the population
+/// it stopped continues from its last checkpoint on resume).
+void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log,
+               const std::function<bool()>& interrupted = {});
 
 }  // namespace dqntrader::sweep

@@ -82,7 +82,7 @@ struct LearningSampler {
 class DqnTrainer::Engine {
  public:
   virtual ~Engine() = default;
-  virtual std::vector<EpochReport> run_epoch() = 0;
+  virtual std::vector<EpochReport> run_epoch(const std::function<bool()>& interrupted) = 0;
   virtual std::vector<float> parameters(std::size_t member) const = 0;
   virtual std::vector<io::Section> state() const = 0;
   // The state of the members at positions keep (ascending), laid out as a population of
@@ -139,11 +139,15 @@ class EngineImpl final : public DqnTrainer::Engine {
     compat::fence(space, "dqntrader::train: setup uploads finish before the host vectors go");
   }
 
-  std::vector<EpochReport> run_epoch() override {
+  std::vector<EpochReport> run_epoch(const std::function<bool()>& interrupted) override {
     const auto start = Clock::now();
     upload_changed_settings();
-    for (std::size_t done = 0; done < config.steps_per_epoch;)
+    for (std::size_t done = 0; done < config.steps_per_epoch;) {
+      if (interrupted && interrupted())
+        throw Interrupted("training interrupted after step " + std::to_string(done) +
+                          " of the epoch; the last checkpoint is the run's state");
       done += advance(config.steps_per_epoch - done);  // recorded cycles where they fit
+    }
     std::vector<EpochReport> reports = read_epoch(start);
     validate_members(reports);
     return reports;
@@ -817,8 +821,8 @@ std::size_t DqnTrainer::members() const {
   return m_members.size();
 }
 
-std::vector<EpochReport> DqnTrainer::run_epoch() {
-  const std::vector<EpochReport> held = m_engine->run_epoch();
+std::vector<EpochReport> DqnTrainer::run_epoch(const std::function<bool()>& interrupted) {
+  const std::vector<EpochReport> held = m_engine->run_epoch(interrupted);
   std::vector<EpochReport> out(m_members.size());
   for (EpochReport& r : out) {
     r.epoch = held.front().epoch;

@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -100,8 +101,9 @@ class DqnTrainer {
 
   /// steps_per_epoch steps of every active member, then validation of every member in one
   /// pass: one report per member (a stopped member's repeats its last state; one that
-  /// compact() freed has validation_sharpe NaN).
-  std::vector<EpochReport> run_epoch();
+  /// compact() freed has validation_sharpe NaN). interrupted, when given, is asked before each
+  /// step (or recorded cycle of steps); when it says true, Interrupted is thrown there.
+  std::vector<EpochReport> run_epoch(const std::function<bool()>& interrupted = {});
 
   /// Member m's online network's parameters (host copy).
   std::vector<float> parameters(std::size_t member) const;

@@ -6,7 +6,6 @@
 #include <filesystem>
 
 #include "dqntrader/core/error.hpp"
-#include "dqntrader/core/hash.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/data/timestamp.hpp"
@@ -15,23 +14,6 @@
 namespace dqntrader::train {
 
 namespace {
-
-std::uint64_t fingerprint(const data::Bars& bars) {
-  Hasher64 h;
-  auto add = [&](const auto& v) { h.update(v.data(), v.size() * sizeof(v[0])); };
-  add(bars.timestamp_ms);
-  add(bars.open);
-  add(bars.high);
-  add(bars.low);
-  add(bars.close);
-  add(bars.volume);
-  add(bars.ofi);
-  for (const auto& c : bars.extra) {
-    h.update(c.name.data(), c.name.size());
-    add(c.values);
-  }
-  return h.digest();
-}
 
 // "1 bar", "2 bars".
 std::string bars_text(std::size_t count) {
@@ -110,10 +92,10 @@ RunData load_run_data(const TrainConfig& config) {
               " for the test window, leaving " + bars_text(run.test_begin);
   }
   if (run.has_test())
-    run.test_fingerprint = fingerprint(run.test);
+    run.test_fingerprint = data::fingerprint(run.test);
   run.fingerprint =
-      fingerprint(run.bars) ^
-      (config.val_data.empty() ? 0 : fingerprint(run.validation) * 0x9E3779B97F4A7C15ull);
+      data::fingerprint(run.bars) ^
+      (config.val_data.empty() ? 0 : data::fingerprint(run.validation) * 0x9E3779B97F4A7C15ull);
   return run;
 }
 

@@ -219,7 +219,7 @@ std::string held_run(const std::string& directory) {
 }
 
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
-                       const ResumeOptions& resume) {
+                       const ResumeOptions& resume, const RunHooks& hooks) {
   const std::string held = held_run(config.out);
   if (held == "a sweep") {
     throw InputError("--out " + config.out +
@@ -233,6 +233,8 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::o
   }
   PopulationOptions options;
   options.checkpoints = config.out;
+  options.on_epoch = hooks.on_epoch;
+  options.interrupted = hooks.interrupted;
   RunResult result = run_population(space, {config}, options, log, resume).front();
   if (result.failed)
     throw Error(result.failure);
@@ -475,7 +477,7 @@ class PopulationRun {
       if (!m_runs[m].done && epoch == m_runs[m].fault_epoch)
         trainer.inject_fault(m, m_runs[m].fault_kind);
     }
-    const std::vector<EpochReport> reports = trainer.run_epoch();
+    const std::vector<EpochReport> reports = trainer.run_epoch(m_options.interrupted);
     progress.clear();
     // Each running member's record of the epoch (null for the members that had stopped).
     std::vector<nlohmann::json> records(k);
@@ -497,13 +499,17 @@ class PopulationRun {
       if (!records[m].is_null())
         m_runs[m].write_records(records[m], reports[m], schedule_seconds);
     }
-    if (m_options.on_epoch)
-      m_options.on_epoch(epoch, m_population.epochs);
     if (std::all_of(m_runs.begin(), m_runs.end(),
-                    [](const MemberRun& r) { return r.result.failed; }))
+                    [](const MemberRun& r) { return r.result.failed; })) {
+      if (m_options.on_epoch)
+        m_options.on_epoch(epoch, m_population.epochs);
       return false;
+    }
     write_checkpoint(epoch);
     close_stopped_members();
+    // After the checkpoint: a caller that stops here (an exception) leaves the epoch's state.
+    if (m_options.on_epoch)
+      m_options.on_epoch(epoch, m_population.epochs);
     return true;
   }
 

@@ -92,11 +92,21 @@ std::vector<Baseline> evaluate_baselines(const ExecSpace& space, const data::Bar
 /// and "validation_windows" when there are several}, as metrics.jsonl records a policy.
 nlohmann::json baselines_json(const std::vector<Baseline>& baselines);
 
+/// What the caller of a run follows and may stop it by.
+struct RunHooks {
+  // Called after each epoch's records and checkpoint with it and the epochs to run; what it
+  // throws stops the run there (its checkpoint written).
+  std::function<void(std::size_t epoch, std::size_t epochs)> on_epoch;
+  // Asked before every step (or recorded cycle of steps): true stops the run there with
+  // Interrupted, its last checkpoint its state (resume continues from it bitwise).
+  std::function<bool()> interrupted;
+};
+
 /// Runs training as config says, in config.out; progress and one summary line per epoch go to
 /// log. Error when the fault budget stopped it. InputError, before anything is written, when
 /// config.out holds a sweep, or a training run and resume asks neither to resume nor to force.
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
-                       const ResumeOptions& resume = {});
+                       const ResumeOptions& resume = {}, const RunHooks& hooks = {});
 
 /// What a population's schedule did to one member after an epoch.
 struct ScheduleStep {
@@ -110,6 +120,8 @@ struct PopulationOptions {
   std::string checkpoints;  // the directory of the population's checkpoints
   // Called after each epoch with it and the epochs to run (progress of a sweep).
   std::function<void(std::size_t epoch, std::size_t epochs)> on_epoch;
+  // Asked before every step: true stops the run with Interrupted (RunHooks::interrupted).
+  std::function<bool()> interrupted;
   // The population's schedule (sweep/schedule.hpp), after each epoch's results and before its
   // records and checkpoint: given the epoch, each member's validation Sharpe of it and whether
   // it still trains, it may change the members through the trainer and says what it did to
