@@ -33,6 +33,9 @@ Usage: scripts/bootstrap.sh [options]
                      DQNTRADER_ENABLE_ONNX, python3-onnx, Node.js when missing, and
                      onnxruntime-node (npm, its install script skipped: the CPU runtime ships
                      in the package) into DIR/node/node_modules
+  --python          also install what the Python module (DQNTRADER_ENABLE_PYTHON) builds and
+                     is tested with: pybind11-dev, python3-dev, python3-venv, python3-pandas,
+                     python3-pytest
   --jobs N           parallel build jobs (default 2)
   --print-prefix     print the installed prefix (for CMAKE_PREFIX_PATH) on stdout at the end
   -h, --help         this text
@@ -53,6 +56,7 @@ bench=0
 browser=0
 mpi=0
 onnx=0
+python=0
 jobs=2
 print_prefix=0
 while [ $# -gt 0 ]; do
@@ -67,6 +71,7 @@ while [ $# -gt 0 ]; do
     --browser) browser=1 ;;
     --mpi) mpi=1 ;;
     --onnx) onnx=1 ;;
+    --python) python=1 ;;
     --jobs) jobs=$2; shift ;;
     --print-prefix) print_prefix=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -103,6 +108,7 @@ packages=(cmake ninja-build g++ make patch pkg-config libgtest-dev libbenchmark-
 [ "$bench" = 1 ] && packages+=(python3-torch)
 [ "$browser" = 1 ] && packages+=(chromium)
 [ "$mpi" = 1 ] && packages+=(libopenmpi-dev openmpi-bin)
+[ "$python" = 1 ] && packages+=(pybind11-dev python3-dev python3-venv python3-pandas python3-pytest)
 if [ "$onnx" = 1 ]; then
   packages+=(libonnx-dev libprotobuf-dev python3-onnx)
   command -v npm >/dev/null || packages+=(nodejs npm)
@@ -242,8 +248,9 @@ fi
 patches=("$here"/patches/kokkos-"$kokkos_version"-*.patch)
 [ -f "${patches[0]}" ] || patches=()
 patch_hash=$(cat "${patches[@]}" /dev/null | sha256sum | cut -c1-12)
+# Position-independent code: the Python module links Kokkos into a shared object.
 kokkos_opts=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON
-             -DKokkos_ENABLE_OPENMP=ON)
+             -DKokkos_ENABLE_OPENMP=ON -DCMAKE_POSITION_INDEPENDENT_CODE=ON)
 if [ "$kokkos_version" != 3.4.01 ]; then
   # What Kokkos 4 deprecated is gone in 5: build without it, so that a use of it fails here.
   kokkos_opts+=(-DKokkos_ENABLE_DEPRECATED_CODE_4=OFF -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON)
@@ -252,9 +259,9 @@ if [ "$backend" = cuda ]; then
   kokkos_opts+=(-DKokkos_ENABLE_CUDA=ON "-DKokkos_ARCH_$arch=ON")
   # Device lambdas: an option up to 3.x, always on (and the option deprecated) in 4.x.
   [ "$kokkos_version" = 3.4.01 ] && kokkos_opts+=(-DKokkos_ENABLE_CUDA_LAMBDA=ON)
-  key=kokkos-$kokkos_version-cuda-$arch-$patch_hash
+  key=kokkos-$kokkos_version-cuda-$arch-pic-$patch_hash
 else
-  key=kokkos-$kokkos_version-openmp-$patch_hash
+  key=kokkos-$kokkos_version-openmp-pic-$patch_hash
 fi
 prefix=$deps_dir/install/$key
 build_root=$deps_dir/build/$key
@@ -302,6 +309,7 @@ else
     start=$SECONDS
     cmake -S "$kernels_src" -B "$build_root/kernels-build" -G Ninja -DCMAKE_CXX_COMPILER=g++ \
       -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ROOT="$prefix" \
+      -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
       -DCMAKE_INSTALL_PREFIX="$prefix" -DKokkosKernels_ENABLE_TPL_BLAS=ON \
       -DKokkosKernels_INST_DOUBLE=OFF -DKokkosKernels_INST_FLOAT=OFF \
       -DKokkosKernels_INST_COMPLEX_DOUBLE=OFF -DKokkosKernels_INST_COMPLEX_FLOAT=OFF \

@@ -6,10 +6,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-KOKKOS_PREFIX=$(scripts/bootstrap.sh --print-prefix --onnx "$@")
+KOKKOS_PREFIX=$(scripts/bootstrap.sh --print-prefix --onnx --python "$@")
 export KOKKOS_PREFIX
 # The preset ci builds the ONNX export; its tests run the models in the onnxruntime-node that
-# bootstrap.sh --onnx installed.
+# bootstrap.sh --onnx installed. It builds the Python module too, for Debian's python3 (whose
+# python3-numpy, -pandas and -pytest bootstrap.sh --python installed).
 cmake --preset ci -DDQNTRADER_EXPECT_KOKKOS_VERSION=30401 \
   -DDQNTRADER_NODE_PATH="${DQNTRADER_DEPS_DIR:-${HOME}/.cache/dqntrader}/node/node_modules" >/dev/null
 cmake --build --preset ci -j "${DQNTRADER_JOBS:-2}"

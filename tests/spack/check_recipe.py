@@ -50,6 +50,8 @@ SPACK_NAME_OF = {
     "MPI": "mpi",
     "ONNX": "onnx",
     "Protobuf": "protobuf",
+    "Python": "python",
+    "pybind11": "py-pybind11",
 }
 
 # SPDX identifier -> a pattern the license file's text must match (whitespace-insensitive).

@@ -38,6 +38,12 @@ class Dqntrader(CMakePackage, CudaPackage):
         default=False,
         description="dqntrader export --onnx: a policy's whole decision as an ONNX model",
     )
+    variant(
+        "python",
+        default=False,
+        description="The Python module (import dqntrader), installed into the spec's "
+        "site-packages",
+    )
     variant("tests", default=False, description="Build the GoogleTest suite")
     variant(
         "benchmarks",
@@ -71,6 +77,12 @@ class Dqntrader(CMakePackage, CudaPackage):
     # ONNX's C++ library writes and checks the model; its CMake package needs protobuf's.
     depends_on("onnx@1.12:", when="+onnx")
     depends_on("protobuf", when="+onnx")
+    # The module: pybind11 2.10's py::module_ and gil_scoped_*; NumPy at run time.
+    with when("+python"):
+        extends("python")
+        depends_on("python@3.9:", type=("build", "link", "run"))
+        depends_on("py-pybind11@2.10:", type="build")
+        depends_on("py-numpy", type="run")
 
     with when("+openmp"):
         # OpenMP must be Kokkos' default execution space, which it is not next to CUDA.
@@ -111,7 +123,12 @@ class Dqntrader(CMakePackage, CudaPackage):
             self.define_from_variant("DQNTRADER_ENABLE_BENCHMARKS", "benchmarks"),
             self.define_from_variant("DQNTRADER_ENABLE_MPI", "mpi"),
             self.define_from_variant("DQNTRADER_ENABLE_ONNX", "onnx"),
+            self.define_from_variant("DQNTRADER_ENABLE_PYTHON", "python"),
         ]
+        if spec.satisfies("+python"):
+            # The module goes where this Python looks for packages.
+            args.append(self.define("Python_EXECUTABLE", spec["python"].command.path))
+            args.append(self.define("DQNTRADER_PYTHON_INSTALL_DIR", python_platlib))
         if spec.satisfies("+cuda"):
             # Kokkos' CUDA build compiles through its nvcc_wrapper.
             args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].package.kokkos_cxx))

@@ -1,0 +1,568 @@
+// dqntrader._core: the library's entry points for Python, the same functions `dqntrader` calls
+// (the package dqntrader/__init__.py wraps them with keyword arguments, NumPy and pandas).
+// Kokkos starts at the first call and is finalized at the interpreter's exit; one call at a
+// time, from the thread that made the first; the GIL is released while the library works, and
+// a training run or sweep asks Python for signals between steps (Ctrl-C stops it there).
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <Kokkos_Core.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <streambuf>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/execution.hpp"
+#include "backends/gemm.hpp"
+#include "dqntrader/core/error.hpp"
+#include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/version.hpp"
+#include "dqntrader/data/bar_cache.hpp"
+#include "dqntrader/data/csv_reader.hpp"
+#include "dqntrader/data/features.hpp"
+#include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/data/validate.hpp"
+#include "dqntrader/dist/dist.hpp"
+#include "dqntrader/eval/backtest_run.hpp"
+#include "dqntrader/eval/decisions.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
+#include "dqntrader/eval/policy_file.hpp"
+#include "dqntrader/sweep/leaderboard.hpp"
+#include "dqntrader/sweep/search_space.hpp"
+#include "dqntrader/sweep/sweep_start.hpp"
+#include "dqntrader/train/run_data.hpp"
+#include "dqntrader/train/training_run.hpp"
+#if defined(DQNTRADER_WITH_ONNX)
+#include "dqntrader/eval/onnx_export.hpp"
+#endif
+
+namespace py = pybind11;
+using namespace dqntrader;
+
+namespace {
+
+// ---- Kokkos's lifetime and one call at a time ---------------------------------------------
+
+struct Runtime {
+  std::mutex busy;
+  bool started = false, finished = false;
+  std::thread::id owner;
+  compat::InitOptions options;
+};
+
+Runtime& runtime() {
+  static Runtime r;
+  return r;
+}
+
+// Held for the whole of a call into the library: Kokkos up (started at the first call, from
+// this thread), the call the only one. RuntimeError for a second thread or a concurrent call.
+class Call {
+ public:
+  Call() : m_lock(runtime().busy, std::try_to_lock) {
+    Runtime& r = runtime();
+    if (!m_lock.owns_lock())
+      throw std::runtime_error("dqntrader is busy with another call: one call at a time");
+    if (r.finished)
+      throw std::runtime_error("dqntrader has been shut down (the interpreter is exiting)");
+    if (!r.started) {
+      r.options.disable_warnings = true;
+      compat::initialize(r.options);
+      r.started = true;
+      r.owner = std::this_thread::get_id();
+    } else if (r.owner != std::this_thread::get_id()) {
+      throw std::runtime_error(
+          "dqntrader is called from a thread other than the one that first used it; Kokkos "
+          "runs its work from that thread only: call dqntrader from one thread");
+    }
+  }
+
+ private:
+  std::unique_lock<std::mutex> m_lock;
+};
+
+// ---- Python signals and output from inside the library -------------------------------------
+
+// Asks Python for pending signals (Ctrl-C) at most every 50 ms, taking the GIL to do so: true
+// once one raised (the error stays set, raised when the call returns).
+class SignalCheck {
+ public:
+  bool operator()() {
+    if (m_raised)
+      return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - m_last < std::chrono::milliseconds(50))
+      return false;
+    m_last = now;
+    py::gil_scoped_acquire gil;
+    m_raised = PyErr_CheckSignals() != 0;
+    return m_raised;
+  }
+  bool raised() const { return m_raised; }
+
+ private:
+  bool m_raised = false;
+  std::chrono::steady_clock::time_point m_last{};
+};
+
+// A stream whose lines go to a Python callable (or nowhere), a whole line at a time.
+class LineSink : public std::streambuf {
+ public:
+  explicit LineSink(py::object target) : m_target(std::move(target)) {}
+
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof())
+      return 0;
+    if (c == '\n' || c == '\r') {
+      flush_line();
+    } else {
+      m_line.push_back(static_cast<char>(c));
+    }
+    return c;
+  }
+
+ private:
+  void flush_line() {
+    if (m_line.empty() || m_target.is_none()) {
+      m_line.clear();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    m_target(m_line);
+    m_line.clear();
+  }
+  py::object m_target;
+  std::string m_line;
+};
+
+// Runs work with the GIL released on a stream of its own, Ctrl-C asked for between steps:
+// KeyboardInterrupt (or what a callback raised) comes out, with the library's Interrupted
+// swallowed.
+template <class Work>
+auto run_released(Work&& work) {
+  SignalCheck check;
+  try {
+    py::gil_scoped_release release;
+    exec::StreamSpace stream;
+    return work(stream.space(), check);
+  } catch (const Interrupted&) {
+    if (check.raised())
+      throw py::error_already_set();
+    throw;
+  }
+}
+
+// ---- conversions ---------------------------------------------------------------------------
+
+py::object json_to_python(const nlohmann::json& j) {
+  return py::module_::import("json").attr("loads")(j.dump());
+}
+
+py::array_t<double> array_of(const std::vector<double>& v) {
+  return py::array_t<double>(static_cast<py::ssize_t>(v.size()), v.data());
+}
+
+std::vector<double> doubles(const py::array_t<double, py::array::c_style | py::array::forcecast>& a,
+                            std::size_t n, const std::string& name) {
+  if (a.ndim() != 1 || static_cast<std::size_t>(a.shape(0)) != n) {
+    throw InputError("column '" + name + "' holds " + std::to_string(a.size()) +
+                     " values; the timestamps are " + std::to_string(n));
+  }
+  return std::vector<double>(a.data(), a.data() + n);
+}
+
+// ---- bars ------------------------------------------------------------------------------------
+
+using BarsPtr = std::shared_ptr<data::Bars>;
+
+BarsPtr bars_from_columns(
+    const std::string& source,
+    const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& timestamp_ms,
+    const py::array_t<double, py::array::c_style | py::array::forcecast>& open,
+    const py::array_t<double, py::array::c_style | py::array::forcecast>& high,
+    const py::array_t<double, py::array::c_style | py::array::forcecast>& low,
+    const py::array_t<double, py::array::c_style | py::array::forcecast>& close,
+    const std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>>& volume,
+    const std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>>& ofi,
+    const std::vector<
+        std::pair<std::string, py::array_t<double, py::array::c_style | py::array::forcecast>>>&
+        extra) {
+  auto bars = std::make_shared<data::Bars>();
+  bars->source = source;
+  if (timestamp_ms.ndim() != 1)
+    throw InputError(source, 0, 0, "the timestamps must be one column");
+  const std::size_t n = static_cast<std::size_t>(timestamp_ms.shape(0));
+  if (n == 0)
+    throw InputError(source, 0, 0, "no bars");
+  bars->timestamp_ms.assign(timestamp_ms.data(), timestamp_ms.data() + n);
+  bars->open = doubles(open, n, "open");
+  bars->high = doubles(high, n, "high");
+  bars->low = doubles(low, n, "low");
+  bars->close = doubles(close, n, "close");
+  if (volume)
+    bars->volume = doubles(*volume, n, "volume");
+  if (ofi)
+    bars->ofi = doubles(*ofi, n, "ofi");
+  for (const auto& [name, values] : extra)
+    bars->extra.push_back({name, doubles(values, n, name)});
+  data::check_bars(*bars);
+  return bars;
+}
+
+py::dict bars_columns(const data::Bars& b) {
+  py::dict out;
+  out["timestamp_ms"] =
+      py::array_t<std::int64_t>(static_cast<py::ssize_t>(b.size()), b.timestamp_ms.data());
+  out["open"] = array_of(b.open);
+  out["high"] = array_of(b.high);
+  out["low"] = array_of(b.low);
+  out["close"] = array_of(b.close);
+  if (b.has_volume())
+    out["volume"] = array_of(b.volume);
+  if (b.has_ofi())
+    out["ofi"] = array_of(b.ofi);
+  for (const data::NamedColumn& c : b.extra)
+    out[py::str(c.name)] = array_of(c.values);
+  return out;
+}
+
+// ---- training and sweeps ---------------------------------------------------------------------
+
+// A training run: settings as a JSON object (the names of `dqntrader settings`), or those of
+// the run in resume; the run's result as JSON text.
+py::dict train_run(const std::string& settings, const std::string& resume, bool force,
+                   py::object progress, py::object log) {
+  Call call;
+  train::TrainConfig config;
+  if (!resume.empty()) {
+    train::apply_settings_json(config, resume + "/config.json");
+    config.out = resume;
+  }
+  train::apply_settings(config, nlohmann::json::parse(settings), "dqntrader.train()");
+  if (!resume.empty() && config.out != resume)
+    throw InputError("resume= continues the run in its own directory; drop out=");
+  LineSink sink(log);
+  std::ostream out(&sink);
+  const train::RunResult result = run_released([&](const ExecSpace& space, SignalCheck& check) {
+    train::RunHooks hooks;
+    hooks.interrupted = [&check] { return check(); };
+    if (!progress.is_none()) {
+      hooks.on_epoch = [&progress](std::size_t epoch, std::size_t epochs) {
+        py::gil_scoped_acquire gil;
+        progress(epoch, epochs);
+      };
+    }
+    return train::run_training(space, config, out, train::ResumeOptions{!resume.empty(), force},
+                               hooks);
+  });
+  py::dict d;
+  d["out"] = config.out;
+  d["epochs"] = result.epochs;
+  d["best_epoch"] = result.best_epoch;
+  d["best_sharpe"] = result.best_sharpe;
+  d["last_sharpe"] = result.last_sharpe;
+  d["stopped_early"] = result.stopped_early;
+  return d;
+}
+
+// A sweep as `dqntrader sweep` plans and runs it; request holds its options.
+std::string sweep_run(const std::string& settings, const std::string& resume, py::dict options,
+                      py::object log) {
+  Call call;
+  LineSink sink(log);
+  std::ostream out(&sink);
+  sweep::SweepPlan plan;
+  if (!resume.empty()) {
+    plan = sweep::reopen_sweep(resume, out);
+  } else {
+    sweep::SweepRequest request;
+    request.base.out = "runs/sweep";
+    if (options.contains("space"))
+      request.space = sweep::read_space(options["space"].cast<std::string>());
+    train::apply_settings(request.base, request.space.base, "space (base)");
+    const nlohmann::json given = nlohmann::json::parse(settings);
+    train::apply_settings(request.base, given, "dqntrader.sweep()");
+    request.out_given = given.contains("out");
+    if (options.contains("set"))
+      request.sets = options["set"].cast<std::vector<std::string>>();
+    if (options.contains("seeds"))
+      request.seeds = options["seeds"].cast<std::string>();
+    if (options.contains("random"))
+      request.random = options["random"].cast<std::size_t>();
+    if (options.contains("random_seed"))
+      request.random_seed = options["random_seed"].cast<std::uint64_t>();
+    if (options.contains("population"))
+      request.population = options["population"].cast<std::size_t>();
+    if (options.contains("pbo_blocks"))
+      request.pbo_blocks = options["pbo_blocks"].cast<std::size_t>();
+    sweep::ScheduleSettings& s = request.schedule;
+    if (options.contains("schedule"))
+      s.kind = options["schedule"].cast<std::string>();
+    auto given_option = [&](const char* key, const char* flag, auto& field) {
+      if (options.contains(key)) {
+        field = options[key].cast<std::decay_t<decltype(field)>>();
+        request.schedule_options.emplace_back(flag);
+      }
+    };
+    given_option("pbt_interval", "--pbt-interval", s.interval);
+    given_option("pbt_fraction", "--pbt-fraction", s.fraction);
+    given_option("pbt_resample", "--pbt-resample", s.resample);
+    given_option("pbt_burn_in", "--pbt-burn-in", s.burn_in);
+    given_option("halving_rate", "--halving-rate", s.halving_rate);
+    given_option("halving_interval", "--halving-interval", s.halving_interval);
+    if (options.contains("pbt_perturb")) {
+      request.perturb = options["pbt_perturb"].cast<std::string>();
+      request.schedule_options.emplace_back("--pbt-perturb");
+    }
+    plan = sweep::plan_sweep(std::move(request));
+  }
+  const sweep::SweepPlan done = run_released([&](const ExecSpace& space, SignalCheck& check) {
+    return dist::run_whole_sweep(space, plan, !resume.empty(), out, [&check] { return check(); });
+  });
+  return done.directory;
+}
+
+// ---- backtests ------------------------------------------------------------------------------
+
+py::dict backtest(const data::Bars& bars, const std::vector<std::string>& weights,
+                  const std::vector<std::string>& policies, const std::string& start,
+                  const std::string& end, std::size_t windows, std::optional<double> cost,
+                  std::optional<double> bars_per_year, std::optional<double> risk_free,
+                  const std::string& precision, std::optional<std::size_t> chunk_bars) {
+  Call call;
+  eval::BacktestRequest request;
+  for (const std::string& name : policies)
+    request.builtins.push_back(eval::parse_builtin_policy(name));
+  request.from = start;
+  request.to = end;
+  request.from_name = "start=";
+  request.to_name = "end=";
+  request.windows_name = "windows=";
+  request.windows = windows;
+  request.paths = true;
+  if (cost)
+    request.config.cost = *cost;
+  if (bars_per_year)
+    request.config.bars_per_year = *bars_per_year;
+  if (risk_free)
+    request.config.risk_free = *risk_free;
+  if (!precision.empty())
+    request.config.precision = parse_precision(precision);
+  if (chunk_bars)
+    request.config.chunk_bars = *chunk_bars;
+  const eval::BacktestPolicies files = eval::read_backtest_policies(weights);
+  const eval::BacktestResult result = run_released([&](const ExecSpace& space, SignalCheck&) {
+    return eval::run_backtest(space, bars, files, request);
+  });
+  py::list paths;
+  for (std::size_t w = 0; w < result.windows.size(); ++w) {
+    for (std::size_t k = 0; k < result.names.size(); ++k) {
+      const eval::PathDetail& d = result.details[w][k];
+      const std::size_t n = d.returns.size();
+      py::array_t<std::int64_t> bar(static_cast<py::ssize_t>(n));
+      py::array_t<std::int64_t> ms(static_cast<py::ssize_t>(n));
+      for (std::size_t i = 0; i < n; ++i) {
+        bar.mutable_at(i) = static_cast<std::int64_t>(result.windows[w].begin + i + 1);
+        ms.mutable_at(i) = bars.timestamp_ms[result.windows[w].begin + i + 1];
+      }
+      py::dict path;
+      path["policy"] = result.names[k];
+      path["window"] = w + 1;
+      path["bar"] = bar;
+      path["timestamp_ms"] = ms;
+      path["position"] = py::array_t<double>(static_cast<py::ssize_t>(n), d.positions.data());
+      path["return"] = array_of(d.returns);
+      path["equity"] = py::array_t<double>(static_cast<py::ssize_t>(n), d.equity.data() + 1);
+      paths.append(path);
+    }
+  }
+  py::dict out;
+  out["metrics"] = json_to_python(eval::to_json(result));
+  out["paths"] = paths;
+  return out;
+}
+
+// ---- policies -----------------------------------------------------------------------------
+
+struct Policy {
+  std::string path;
+  eval::PolicyFile file;
+};
+
+std::shared_ptr<Policy> load_policy(const std::string& path) {
+  auto p = std::make_shared<Policy>();
+  p->path = sweep::policy_path(path);
+  p->file = eval::read_policy(p->path);
+  return p;
+}
+
+py::dict act(const Policy& policy, const data::Bars& bars, const std::string& start,
+             const std::string& end, const std::string& position, const std::string& precision,
+             std::optional<std::size_t> chunk_bars) {
+  Call call;
+  const eval::PolicyFile& file = policy.file;
+  const std::size_t incoming = eval::position_index("position=", position, file.positions);
+  eval::BacktestConfig defaults;
+  const Precision p = precision.empty() ? defaults.precision : parse_precision(precision);
+  data::check_feature_columns(file.features, bars);
+  const std::vector<eval::Decision> made = run_released([&](const ExecSpace& space, SignalCheck&) {
+    eval::PolicyDecisions decisions(space, file.network, file.features, file.stats, file.positions,
+                                    file.parameters, p, chunk_bars.value_or(defaults.chunk_bars));
+    const eval::DecisionWindow w =
+        eval::decision_window(bars, decisions.warmup(), start, end, "start=", "end=");
+    return decisions.decide(bars, w.first, w.last, incoming);
+  });
+  const std::size_t n = made.size(), actions = file.positions.size();
+  py::array_t<std::int64_t> bar(static_cast<py::ssize_t>(n)), ms(static_cast<py::ssize_t>(n)),
+      action(static_cast<py::ssize_t>(n));
+  py::array_t<double> in(static_cast<py::ssize_t>(n)), pos(static_cast<py::ssize_t>(n));
+  py::array_t<float> q({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(actions)});
+  for (std::size_t i = 0; i < n; ++i) {
+    const eval::Decision& d = made[i];
+    bar.mutable_at(i) = static_cast<std::int64_t>(d.bar);
+    ms.mutable_at(i) = bars.timestamp_ms[d.bar];
+    action.mutable_at(i) = static_cast<std::int64_t>(d.action);
+    in.mutable_at(i) = d.incoming;
+    pos.mutable_at(i) = d.position;
+    for (std::size_t a = 0; a < actions; ++a)
+      q.mutable_at(i, a) = d.q[a];
+  }
+  py::dict out;
+  out["bar"] = bar;
+  out["timestamp_ms"] = ms;
+  out["incoming"] = in;
+  out["q"] = q;
+  out["action"] = action;
+  out["position"] = pos;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "dqntrader's library entry points (use the package dqntrader, which wraps them)";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p)
+        std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  m.def("configure", [](int threads, int device) {
+    Runtime& r = runtime();
+    if (r.started)
+      throw std::runtime_error("dqntrader has started already: configure() comes first");
+    r.options.num_threads = threads;
+    r.options.device_id = device;
+  });
+  m.def("finalize", [] {
+    Runtime& r = runtime();
+    std::lock_guard<std::mutex> lock(r.busy);
+    if (r.started && !r.finished)
+      Kokkos::finalize();
+    r.finished = true;
+  });
+  m.def("info", [] {
+    Call call;
+    py::dict d;
+    d["version"] = DQNTRADER_VERSION;
+    d["revision"] = DQNTRADER_GIT_REVISION;
+    d["backend"] = std::string(gemm::backend_name());
+    d["products"] = gemm::library_description();
+    d["kokkos"] = compat::kokkos_version_string();
+    d["execution_space"] = std::string(ExecSpace::name());
+    d["concurrency"] = ExecSpace().concurrency();
+#if defined(DQNTRADER_WITH_ONNX)
+    d["onnx_export"] = true;
+#else
+    d["onnx_export"] = false;
+#endif
+    return d;
+  });
+  m.def("settings", [] {
+    train::TrainConfig defaults;
+    py::list out;
+    for (const train::Setting& s : train::settings(defaults)) {
+      py::dict d;
+      d["name"] = s.name;
+      d["default"] = s.documented_default.empty() ? s.get() : s.documented_default;
+      d["help"] = s.help;
+      d["kind"] = s.is_flag ? "flag" : s.is_list ? "list" : s.is_number ? "number" : "text";
+      out.append(d);
+    }
+    return out;
+  });
+
+  py::class_<data::Bars, BarsPtr>(m, "Bars")
+      .def_static("from_columns", &bars_from_columns)
+      .def_static("from_file",
+                  [](const std::string& path, const std::vector<std::string>& columns,
+                     const std::vector<std::string>& prefixes) {
+                    data::ColumnSelection selection{columns, prefixes};
+                    return BarsPtr(std::make_shared<data::Bars>(data::load_bars(path, selection)));
+                  })
+      .def_static("synth",
+                  [](std::size_t count, std::uint64_t seed, std::int64_t start_ms,
+                     std::int64_t interval_ms, double initial_price, double ofi_signal) {
+                    data::SynthConfig c;
+                    c.bars = count;
+                    c.seed = seed;
+                    c.start_ms = start_ms;
+                    c.interval_ms = interval_ms;
+                    c.initial_price = initial_price;
+                    c.ofi_signal = ofi_signal;
+                    return BarsPtr(std::make_shared<data::Bars>(data::generate_bars(c)));
+                  })
+      .def("__len__", &data::Bars::size)
+      .def_readonly("source", &data::Bars::source)
+      .def_property_readonly(
+          "fingerprint",
+          [](const data::Bars& b) { return train::fingerprint_text(data::fingerprint(b)); })
+      .def("columns", &bars_columns)
+      .def("slice",
+           [](const data::Bars& b, std::size_t begin, std::size_t end) {
+             return BarsPtr(std::make_shared<data::Bars>(data::bars_between(b, begin, end)));
+           })
+      .def("save", [](const data::Bars& b, const std::string& path) {
+        if (data::is_bar_cache_path(path))
+          data::write_bar_cache(path, b);
+        else
+          data::write_bars_csv(path, b);
+      });
+
+  m.def("train", &train_run);
+  m.def("sweep", &sweep_run);
+  m.def("backtest", &backtest);
+  m.def("winner_policy", [](const std::string& path) { return sweep::policy_path(path); });
+
+  py::class_<Policy, std::shared_ptr<Policy>>(m, "Policy")
+      .def_readonly("path", &Policy::path)
+      .def_property_readonly("positions", [](const Policy& p) { return p.file.positions; })
+      .def_property_readonly("network",
+                             [](const Policy& p) { return nn::describe(p.file.network); })
+      .def_property_readonly("warmup", [](const Policy& p) { return p.file.features.warmup(); })
+      .def_property_readonly("info", [](const Policy& p) { return json_to_python(p.file.info); })
+      .def("act", &act)
+#if defined(DQNTRADER_WITH_ONNX)
+      .def("export_onnx",
+           [](const Policy& p, const std::string& path) {
+             eval::write_onnx_model(path, p.file, p.path);
+           })
+#endif
+      ;
+  m.def("load_policy", &load_policy);
+}

@@ -1,0 +1,309 @@
+"""The Python module against the command: the same runs, metrics and decisions, the documented
+errors, and a training run stopped by Ctrl-C that resumes bitwise.
+
+Run by CTest (tests/CMakeLists.txt) with PYTHONPATH at the build's package and DQNTRADER_CLI
+the command built beside it; every file goes to pytest's temporary folders.
+"""
+
+import _thread
+import filecmp
+import json
+import os
+import struct
+import subprocess
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dqntrader
+
+CLI = os.environ["DQNTRADER_CLI"]
+
+# A small run: seconds on two cores, every part of the loop taken (learning, the target
+# update, validation, the test window).
+SMALL = dict(epochs=2, steps_per_epoch=40, learning_starts=256, environments=16, batch_size=64,
+             hidden=[16], replay_capacity=20000, seed=3)
+
+
+def flags(settings):
+    out = []
+    for name, value in settings.items():
+        text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        out += ["--" + name.replace("_", "-"), text]
+    return out
+
+
+def cli(*args, cwd=None, check=True):
+    result = subprocess.run([CLI, *map(str, args)], cwd=cwd, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"dqntrader {' '.join(map(str, args))}: exit {result.returncode}\n"
+                             f"{result.stderr}")
+    return result
+
+
+def sections(path):
+    """A checkpoint's sections by name, read by the layout the header of
+    src/dqntrader/io/checkpoint_file.hpp documents."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"DQNCKPT\0"
+    version, count = struct.unpack_from("<II", data, 8)
+    assert version == 1
+    at, out = 16, {}
+    for _ in range(count):
+        (length,) = struct.unpack_from("<H", data, at)
+        name = data[at + 2:at + 2 + length].decode()
+        at += 2 + length
+        size, _checksum = struct.unpack_from("<QQ", data, at)
+        at += 16
+        out[name] = data[at:at + size]
+        at += size
+    assert at + 8 == len(data)
+    return out
+
+
+def same_run(a, b):
+    """Two run directories hold the same run: every file byte for byte, the checkpoints section
+    by section, but the wall-clock timings (timings.jsonl, and its copy in each checkpoint)."""
+    names = sorted(os.listdir(a))
+    assert names == sorted(os.listdir(b))
+    for name in names:
+        if name == "timings.jsonl":
+            continue
+        if name.endswith(".dqnckpt"):
+            left, right = sections(os.path.join(a, name)), sections(os.path.join(b, name))
+            assert sorted(left) == sorted(right), name
+            for key in left:
+                if not key.startswith("timings.jsonl"):
+                    assert left[key] == right[key], f"{name}: section {key}"
+            continue
+        assert filecmp.cmp(os.path.join(a, name), os.path.join(b, name), shallow=False), name
+
+
+@pytest.fixture(scope="module")
+def market(tmp_path_factory):
+    """A bar file written by `dqntrader synth`, and a run trained on it by the command."""
+    root = tmp_path_factory.mktemp("market")
+    cli("synth", "--bars", 3000, "--seed", 5, "--out", root / "bars.csv")
+    cli("train", "--data", root / "bars.csv", *flags(SMALL), "--out", root / "run")
+    os.rename(root / "run", root / "cli-run")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def bars_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("DQNTRADER_BARS_DIR", str(tmp_path / "bars-cache"))
+
+
+def test_info_names_the_backend_it_was_built_with():
+    info = dqntrader.info()
+    built = cli("--version").stdout
+    assert info["backend"] in ("openmp", "cuda")
+    assert f"backend {info['backend']}" in built
+    assert info["version"] in built
+
+
+def test_a_run_trained_from_python_is_the_commands(market):
+    run = dqntrader.train(str(market / "bars.csv"), out=str(market / "run"), log=False, **SMALL)
+    try:
+        same_run(market / "cli-run", run.dir)
+        records = run.records
+        assert list(records["epoch"]) == [1, 2]
+        final = json.load(open(market / "cli-run" / "final_metrics.json"))
+        assert run.final_metrics == final
+        assert run.test["best"]["sharpe"] == final["test"]["best"]["sharpe"]
+    finally:
+        os.rename(market / "run", market / "py-run")
+
+
+def test_bars_in_memory_train_as_the_file_does(market):
+    bars = dqntrader.Bars.from_file(market / "bars.csv")
+    run = dqntrader.train(bars, out=str(market / "memory-run"), log=False, **SMALL)
+    for name in ("metrics.jsonl", "best.dqnpolicy", "baselines.json"):
+        assert filecmp.cmp(market / "cli-run" / name, os.path.join(run.dir, name),
+                           shallow=False), name
+    # The run names the stored bars, which hold the same values as the file.
+    stored = run.config["data"]
+    assert stored.endswith(bars.fingerprint + ".dqnbars")
+    assert dqntrader.Bars.from_file(stored).fingerprint == bars.fingerprint
+
+
+def test_from_pandas_of_a_csv_is_from_file(market):
+    frame = pd.read_csv(market / "bars.csv", float_precision="round_trip")
+    by_column = dqntrader.Bars.from_pandas(frame)
+    by_index = dqntrader.Bars.from_pandas(
+        frame.set_index(pd.to_datetime(frame.pop("timestamp"))))
+    from_file = dqntrader.Bars.from_file(market / "bars.csv")
+    assert by_column.fingerprint == from_file.fingerprint
+    assert by_index.fingerprint == from_file.fingerprint
+    np.testing.assert_array_equal(from_file.close, frame["close"].to_numpy())
+    back = from_file.to_pandas()
+    assert list(back.columns[:4]) == ["open", "high", "low", "close"]
+    assert dqntrader.Bars.from_pandas(back).fingerprint == from_file.fingerprint
+
+
+def test_a_backtest_is_the_commands_json_and_returns(market, tmp_path):
+    policy = market / "cli-run" / "best.dqnpolicy"
+    cli("backtest", "--data", market / "bars.csv", "--weights", policy, "--policy",
+        "buy-and-hold", "--windows", 2, "--from", 100, "--json", tmp_path / "m.json",
+        "--returns", tmp_path / "r.csv")
+    bars = dqntrader.Bars.from_file(market / "bars.csv")
+    result = dqntrader.backtest(bars, weights=[str(policy)], policies=["buy-and-hold"],
+                                windows=2, start=100)
+    assert result["metrics"] == json.load(open(tmp_path / "m.json"))
+    returns = pd.read_csv(tmp_path / "r.csv", float_precision="round_trip")
+    for path in result["paths"]:
+        rows = returns[returns["window"] == path["window"]]
+        np.testing.assert_array_equal(path["bar"], rows["bar"].to_numpy())
+        for column in ("position", "return", "equity"):
+            np.testing.assert_array_equal(path[column],
+                                          rows[f"{path['policy']}:{column}"].to_numpy())
+
+
+def test_policy_act_is_the_commands_act(market, tmp_path):
+    path = market / "cli-run" / "best.dqnpolicy"
+    policy = dqntrader.load_policy(market / "cli-run")
+    assert policy.path.endswith("best.dqnpolicy")
+    bars = dqntrader.Bars.from_file(market / "bars.csv")
+    made = policy.act(bars, start=2000, end=2100, position="long")
+    lines = cli("act", "--weights", path, "--data", market / "bars.csv", "--from", 2000, "--to",
+                2100, "--position", "long", "--json").stdout.splitlines()
+    expected = [json.loads(line) for line in lines]
+    assert len(expected) == len(made["bar"]) == 101
+    np.testing.assert_array_equal(made["bar"], [e["bar"] for e in expected])
+    np.testing.assert_array_equal(made["q"], np.array([e["q"] for e in expected], np.float32))
+    np.testing.assert_array_equal(made["action"], [e["action"] for e in expected])
+    np.testing.assert_array_equal(made["position"], [e["position"] for e in expected])
+    latest = policy.act(bars)
+    assert list(latest["bar"]) == [len(bars) - 1]
+
+
+def test_export_onnx_writes_the_commands_model(market, tmp_path):
+    if not dqntrader.info()["onnx_export"]:
+        pytest.skip("built without DQNTRADER_ENABLE_ONNX")
+    path = market / "cli-run" / "best.dqnpolicy"
+    cli("export", "--onnx", tmp_path / "cli.onnx", "--weights", path)
+    dqntrader.load_policy(path).export_onnx(tmp_path / "py.onnx")
+    assert filecmp.cmp(tmp_path / "cli.onnx", tmp_path / "py.onnx", shallow=False)
+
+
+def test_bad_bars_raise_value_error_naming_the_bar_and_column():
+    t = np.arange(5) * 86_400_000
+    price = np.full(5, 100.0)
+    high = price.copy()
+    high[3] = 99.0
+    with pytest.raises(ValueError, match=r"bar 3 \(1970-01-04.*column 'high': high 99 is below"):
+        dqntrader.Bars.from_arrays(t, price, high, price, price)
+    close = price.copy()
+    close[2] = np.nan
+    with pytest.raises(ValueError, match=r"bar 2 .*column 'close': NaN"):
+        dqntrader.Bars.from_arrays(t, price, price, price, close)
+    with pytest.raises(ValueError, match=r"bar 1 .*column 'timestamp'"):
+        dqntrader.Bars.from_arrays(t[::-1], price, price, price, price)
+    with pytest.raises(ValueError, match=r"column 'low' holds 4 values"):
+        dqntrader.Bars.from_arrays(t, price, price, price[:4], price)
+
+
+def test_a_corrupt_csv_row_names_line_and_column(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("timestamp,open,high,low,close\n2024-01-01,1,2,0.5,1.5\n2024-01-02,1,x,1,1\n")
+    with pytest.raises(ValueError, match=r"bad.csv:3:"):
+        dqntrader.Bars.from_file(path)
+
+
+def test_bad_settings_and_windows_raise_and_write_nothing(market, tmp_path):
+    with pytest.raises(ValueError, match="unknown setting 'no-such-setting'"):
+        dqntrader.train(out=str(tmp_path / "a"), no_such_setting=1, log=False)
+    with pytest.raises(ValueError, match="gamma"):
+        dqntrader.train(out=str(tmp_path / "b"), gamma=1.5, log=False)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    bars = dqntrader.Bars.from_file(market / "bars.csv")
+    with pytest.raises(ValueError, match=r"start= 5000: the data has bars 0 \.\. 2999"):
+        dqntrader.backtest(bars, policies=["flat"], start=5000)
+    with pytest.raises(ValueError, match=r"end= 1990-01-01 comes before the data's first bar"):
+        dqntrader.load_policy(market / "cli-run").act(bars, start=100, end="1990-01-01")
+    with pytest.raises(ValueError, match="position= .sideways.: expected a position"):
+        dqntrader.load_policy(market / "cli-run").act(bars, position="sideways")
+
+
+@pytest.mark.parametrize("where", ["between epochs", "within an epoch"])
+def test_keyboard_interrupt_leaves_a_run_that_resumes_bitwise(market, tmp_path, where):
+    # Within an epoch: long enough (about a second here) for the interrupt to arrive while the
+    # library steps; should it come later, the next epoch's end raises it, and the run is
+    # stopped all the same.
+    settings = dict(SMALL, epochs=3, steps_per_epoch=40 if where == "between epochs" else 20000)
+    reference = dqntrader.train(str(market / "bars.csv"), out=str(tmp_path / "run"), log=False,
+                                **settings)
+    os.rename(reference.dir, tmp_path / "reference")
+
+    # After the first epoch's checkpoint a thread sends Ctrl-C (as a terminal would); between
+    # epochs the callback returns only once it has.
+    epoch_done, sent = threading.Event(), threading.Event()
+
+    def interrupter():
+        epoch_done.wait()
+        _thread.interrupt_main()
+        sent.set()
+
+    def progress(epoch, epochs):
+        if epoch == 1:
+            epoch_done.set()
+            if where == "between epochs":
+                sent.wait()
+
+    helper = threading.Thread(target=interrupter)
+    helper.start()
+    with pytest.raises(KeyboardInterrupt):
+        dqntrader.train(str(market / "bars.csv"), out=str(tmp_path / "run"), log=False,
+                        progress=progress, **settings)
+        sent.wait()  # not reached when the run was stopped; else the interrupt comes here
+    helper.join()
+    assert not (tmp_path / "run" / "final_metrics.json").exists()
+    assert (tmp_path / "run" / "checkpoint-1.dqnckpt").exists()
+    dqntrader.train(resume=str(tmp_path / "run"), log=False)
+    same_run(tmp_path / "reference", tmp_path / "run")
+
+
+def test_a_second_thread_is_refused_with_a_clear_error():
+    dqntrader.info()  # the device is started from this thread
+    caught = []
+
+    def call():
+        try:
+            dqntrader.info()
+        except RuntimeError as e:
+            caught.append(str(e))
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    worker.join()
+    assert caught and "thread other than the one that first used it" in caught[0]
+
+
+def test_a_sweep_ranks_its_members_and_its_winner_acts(market, tmp_path):
+    sweep = dqntrader.sweep(str(market / "bars.csv"), out=str(tmp_path / "sweep"),
+                            set=["gamma=0.8,0.9"], seeds=[1, 2], log=False,
+                            **dict(SMALL, seed=1))
+    board = sweep.leaderboard
+    assert len(board["members"]) == 4
+    assert sorted(m["rank"] for m in board["members"]) == [1, 2, 3, 4]
+    assert "deflated_sharpe" in sweep.selection
+    winner = sweep.winner()
+    first = board["members"][0]["run"]
+    assert winner.path == os.path.join(str(tmp_path / "sweep"), first, "best.dqnpolicy")
+    bars = dqntrader.Bars.from_file(market / "bars.csv")
+    assert len(winner.act(bars, start=2990)["bar"]) == 10
+
+
+def test_help_lists_every_setting_with_its_default():
+    doc = dqntrader.train.__doc__
+    for setting in dqntrader.settings():
+        assert f"{setting['name'].replace('-', '_')} = " in doc
+    assert "steps_per_epoch = 1000" in doc
+
+
+def test_synth_is_the_commands_market(tmp_path):
+    cli("synth", "--bars", 500, "--seed", 9, "--out", tmp_path / "s.csv")
+    assert (dqntrader.synth(500, seed=9).fingerprint ==
+            dqntrader.Bars.from_file(tmp_path / "s.csv").fingerprint)
