@@ -232,6 +232,15 @@ def _data_path(bars):
     return path
 
 
+def _with_data(settings, bars, val_bars, test_bars):
+    """The settings with the data, validation and test files of the bars given."""
+    given = dict(settings)
+    for key, value in (("data", bars), ("val_data", val_bars), ("test_data", test_bars)):
+        if value is not None:
+            given[key] = _data_path(value)
+    return given
+
+
 # ---- settings, logs ---------------------------------------------------------------------------
 
 
@@ -286,7 +295,9 @@ def _read_json(path):
 
 
 class Run:
-    """A training run's directory and what it holds (docs/ARCHITECTURE.md lists the files)."""
+    """A training run's directory and what it holds (the files src/dqntrader/train/
+    training_run.hpp lists); result: what train() returned of it (epochs, best_epoch,
+    best_sharpe, last_sharpe, stopped_early)."""
 
     def __init__(self, directory, result=None):
         self.dir = directory
@@ -342,10 +353,7 @@ def train(bars=None, out="runs/latest", *, val_bars=None, test_bars=None, resume
 
     Settings and their defaults:
     """
-    given = dict(settings)
-    for key, value in (("data", bars), ("val_data", val_bars), ("test_data", test_bars)):
-        if value is not None:
-            given[key] = _data_path(value)
+    given = _with_data(settings, bars, val_bars, test_bars)
     if resume is None:
         given["out"] = os.fspath(out)
     elif out != "runs/latest" and os.fspath(out) != os.fspath(resume):
@@ -423,10 +431,7 @@ def sweep(bars=None, out=None, *, set=(), seeds=None, random=None, random_seed=N
     log_target = _log_target(log)
     if resume is not None:
         return Sweep(_core.sweep("{}", os.fspath(resume), {}, log_target))
-    given = dict(settings)
-    for key, value in (("data", bars), ("val_data", val_bars), ("test_data", test_bars)):
-        if value is not None:
-            given[key] = _data_path(value)
+    given = _with_data(settings, bars, val_bars, test_bars)
     if out is not None:
         given["out"] = os.fspath(out)
     if isinstance(set, str):
