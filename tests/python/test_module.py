@@ -12,6 +12,7 @@ import os
 import struct
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -294,6 +295,37 @@ def test_a_sweep_ranks_its_members_and_its_winner_acts(market, tmp_path):
     assert winner.path == os.path.join(str(tmp_path / "sweep"), first, "best.dqnpolicy")
     bars = dqntrader.Bars.from_file(market / "bars.csv")
     assert len(winner.act(bars, start=2990)["bar"]) == 10
+
+
+def test_keyboard_interrupt_stops_a_sweep_that_resumes_to_the_same_leaderboard(market, tmp_path):
+    settings = dict(SMALL, seed=1, epochs=3, steps_per_epoch=10000)
+    common = dict(set=["gamma=0.8,0.9"], log=False, **settings)
+    dqntrader.sweep(str(market / "bars.csv"), out=str(tmp_path / "reference"), **common)
+
+    # Ctrl-C once the population's first checkpoint is written: the two epochs left (a second
+    # or two here) stop at the next step.
+    def interrupter():
+        while not list((tmp_path / "sweep").glob("**/checkpoint-1.dqnckpt")):
+            time.sleep(0.001)
+        _thread.interrupt_main()
+        sent.set()
+
+    sent = threading.Event()
+    helper = threading.Thread(target=interrupter)
+    helper.start()
+    with pytest.raises(KeyboardInterrupt):
+        dqntrader.sweep(str(market / "bars.csv"), out=str(tmp_path / "sweep"), **common)
+        sent.wait()  # not reached when the sweep was stopped; else the interrupt comes here
+    helper.join()
+    assert not (tmp_path / "sweep" / "leaderboard.json").exists()
+    dqntrader.sweep(resume=str(tmp_path / "sweep"), log=False)
+    ranked = lambda path: [(m["run"], m["validation_sharpe"], m["test_sharpe"])
+                           for m in json.load(open(path / "leaderboard.json"))["members"]]
+    assert ranked(tmp_path / "sweep") == ranked(tmp_path / "reference")
+    for member in json.load(open(tmp_path / "reference" / "leaderboard.json"))["members"]:
+        name = os.path.join(member["run"], "metrics.jsonl")
+        assert filecmp.cmp(tmp_path / "reference" / name, tmp_path / "sweep" / name,
+                           shallow=False), name
 
 
 def test_help_lists_every_setting_with_its_default():
