@@ -547,7 +547,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("train", &train_run);
   m.def("sweep", &sweep_run);
   m.def("backtest", &backtest);
-  m.def("winner_policy", [](const std::string& path) { return sweep::policy_path(path); });
 
   py::class_<Policy, std::shared_ptr<Policy>>(m, "Policy")
       .def_readonly("path", &Policy::path)
