@@ -109,6 +109,11 @@ class CommandTest : public ::testing::Test {
   CommandResult cli(const std::string& arguments, const std::string& prefix = "") const {
     return shell(std::string(DQNTRADER_CLI_PATH) + " " + arguments, prefix);
   }
+  /// bars as bars.csv, the fixture policies drawn for them beside it, and a run trained on them
+  /// by `dqntrader train` with train_flags: the policy files, the run's best last (a failed
+  /// training is a failure of the test, its best policy then missing).
+  std::vector<std::string> write_policies(const data::Bars& bars,
+                                          const std::string& train_flags) const;
 
   std::uint64_t m_seed = 0;
   std::filesystem::path m_dir;
@@ -200,6 +205,21 @@ inline std::vector<FixturePolicy> fixture_policies(const data::Bars& bars, std::
       fixture_policy("plain-4-five-positions", bars, {16, 16, 16, 16}, false, 0, {},
                      {-1, -0.5, 0, 0.5, 1}, seed + 4),
   };
+}
+
+inline std::vector<std::string> CommandTest::write_policies(const data::Bars& bars,
+                                                            const std::string& train_flags) const {
+  data::write_bars_csv(path("bars.csv"), bars);
+  std::vector<std::string> policies;
+  for (const FixturePolicy& p : fixture_policies(bars, m_seed)) {
+    eval::write_policy(path(p.name + ".dqnpolicy"), p.file);
+    policies.push_back(path(p.name + ".dqnpolicy"));
+  }
+  const CommandResult trained =
+      cli("train --data " + path("bars.csv") + " " + train_flags + " --out " + path("run"));
+  EXPECT_EQ(trained.code, 0) << trained.err;
+  policies.push_back(path("run/best.dqnpolicy"));
+  return policies;
 }
 
 }  // namespace dqntrader::testing

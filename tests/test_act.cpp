@@ -52,19 +52,11 @@ class Act : public testing::CommandTest {
 TEST_F(Act, DecisionsAreTheReferenceReadersOverEveryShape) {
   SCOPED_TRACE(testing::seed_note(m_seed));
   const data::Bars bars = testing::fixture_bars(5200, m_seed % 1000 + 1);
-  data::write_bars_csv(path("bars.csv"), bars);
-  std::vector<std::string> policies;
-  for (const testing::FixturePolicy& p : testing::fixture_policies(bars, m_seed)) {
-    eval::write_policy(path(p.name + ".dqnpolicy"), p.file);
-    policies.push_back(path(p.name + ".dqnpolicy"));
-  }
-  ASSERT_EQ(cli("train --data " + path("bars.csv") +
-                " --feature-columns f_x --epochs 1 --steps-per-epoch 60 --learning-starts 256 "
-                "--hidden 16,16 --dueling --out " +
-                path("run"))
-                .code,
-            0);
-  policies.push_back(path("run/best.dqnpolicy"));
+  const std::vector<std::string> policies =
+      write_policies(bars,
+                     "--feature-columns f_x --epochs 1 --steps-per-epoch 60 --learning-starts 256 "
+                     "--hidden 16,16 --dueling");
+  ASSERT_FALSE(HasFailure());
   for (const std::string& policy : policies) {
     SCOPED_TRACE(policy);
     const std::string window = " --precision fp32 --from 150 --to 5199 --position short";
