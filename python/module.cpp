@@ -219,6 +219,26 @@ BarsPtr bars_from_columns(
   return bars;
 }
 
+// One column by its name (timestamp_ms, a price, volume, ofi or an extra one), or None.
+py::object bars_column(const data::Bars& b, const std::string& name) {
+  if (name == "timestamp_ms")
+    return py::array_t<std::int64_t>(static_cast<py::ssize_t>(b.size()), b.timestamp_ms.data());
+  const std::vector<double>* values = name == "open"     ? &b.open
+                                      : name == "high"   ? &b.high
+                                      : name == "low"    ? &b.low
+                                      : name == "close"  ? &b.close
+                                      : name == "volume" ? &b.volume
+                                      : name == "ofi"    ? &b.ofi
+                                                         : nullptr;
+  for (const data::NamedColumn& c : b.extra) {
+    if (values == nullptr && c.name == name)
+      values = &c.values;
+  }
+  if (values == nullptr || values->empty())
+    return py::none();
+  return array_of(*values);
+}
+
 py::dict bars_columns(const data::Bars& b) {
   py::dict out;
   out["timestamp_ms"] =
@@ -532,6 +552,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly(
           "fingerprint",
           [](const data::Bars& b) { return train::fingerprint_text(data::fingerprint(b)); })
+      .def("column", &bars_column)
       .def("columns", &bars_columns)
       .def("slice",
            [](const data::Bars& b, std::size_t begin, std::size_t end) {

@@ -71,11 +71,10 @@ def _milliseconds(timestamp):
     except ImportError:  # pragma: no cover - pandas is optional
         pd = None
     if pd is not None and isinstance(timestamp, (pd.Series, pd.Index)):
-        values = pd.to_datetime(timestamp)
-        if getattr(values.dt if isinstance(values, pd.Series) else values, "tz", None) is not None:
-            values = values.dt.tz_convert("UTC").dt.tz_localize(None) if isinstance(
-                values, pd.Series) else values.tz_convert("UTC").tz_localize(None)
-        return np.asarray(values, dtype="datetime64[ms]").astype(np.int64)
+        values = pd.DatetimeIndex(pd.to_datetime(timestamp))
+        if values.tz is not None:
+            values = values.tz_convert("UTC").tz_localize(None)
+        return values.to_numpy(dtype="datetime64[ms]").astype(np.int64)
     values = np.asarray(timestamp)
     if values.dtype.kind in "iu":
         return values.astype(np.int64)
@@ -161,7 +160,7 @@ class Bars:
         return self._core.fingerprint
 
     def _column(self, name):
-        return self._core.columns().get(name)
+        return self._core.column(name)
 
     @property
     def timestamp(self):
