@@ -9,8 +9,10 @@
 #include <pybind11/stl.h>
 #include <Kokkos_Core.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -19,17 +21,21 @@
 #include <streambuf>
 #include <string>
 #include <thread>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "backends/execution.hpp"
 #include "backends/gemm.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/init_check.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/version.hpp"
 #include "dqntrader/data/bar_cache.hpp"
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/data/synthetic.hpp"
+#include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/data/validate.hpp"
 #include "dqntrader/dist/dist.hpp"
 #include "dqntrader/eval/backtest_run.hpp"
@@ -55,6 +61,8 @@ namespace {
 struct Runtime {
   std::mutex busy;
   bool started = false, finished = false;
+  std::atomic<bool> stopping{
+      false};  // the interpreter exits: a running call stops at its next step
   std::thread::id owner;
   compat::InitOptions options;
 };
@@ -92,32 +100,24 @@ class Call {
 
 // ---- Python signals and output from inside the library -------------------------------------
 
-// Asks Python for pending signals (Ctrl-C) at most every 50 ms, taking the GIL to do so: true
-// once one raised (the error stays set, raised when the call returns).
-class SignalCheck {
- public:
-  bool operator()() {
-    if (m_raised)
-      return true;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - m_last < std::chrono::milliseconds(50))
-      return false;
-    m_last = now;
-    py::gil_scoped_acquire gil;
-    m_raised = PyErr_CheckSignals() != 0;
-    return m_raised;
-  }
-  bool raised() const { return m_raised; }
-
- private:
-  bool m_raised = false;
-  std::chrono::steady_clock::time_point m_last{};
-};
-
-// A stream whose lines go to a Python callable (or nowhere), a whole line at a time.
+// A stream whose lines go to a Python callable (or nowhere), a whole line at a time. An
+// exception the callable raises is kept (the lines after it are dropped) and raised when the
+// call returns; the call stops at its next step (StopCheck).
 class LineSink : public std::streambuf {
  public:
   explicit LineSink(py::object target) : m_target(std::move(target)) {}
+  ~LineSink() override {
+    py::gil_scoped_acquire gil;
+    m_error = nullptr;
+    m_target = py::object();
+  }
+
+  bool failed() const { return m_error != nullptr; }
+  /// Raises what the callable raised, if it did (with the GIL held).
+  void raise_kept() {
+    if (m_error)
+      std::rethrow_exception(std::exchange(m_error, nullptr));
+  }
 
  protected:
   int overflow(int c) override {
@@ -133,29 +133,66 @@ class LineSink : public std::streambuf {
 
  private:
   void flush_line() {
-    if (m_line.empty() || m_target.is_none()) {
+    if (m_line.empty() || m_target.is_none() || m_error) {
       m_line.clear();
       return;
     }
     py::gil_scoped_acquire gil;
-    m_target(m_line);
+    try {
+      m_target(m_line);
+    } catch (...) {
+      m_error = std::current_exception();
+    }
     m_line.clear();
   }
   py::object m_target;
   std::string m_line;
+  std::exception_ptr m_error;
 };
 
-// Runs work with the GIL released on a stream of its own, Ctrl-C asked for between steps:
-// KeyboardInterrupt (or what a callback raised) comes out, with the library's Interrupted
-// swallowed.
+// Whether a call should stop at its next step: Python has a pending signal (Ctrl-C, asked for
+// at most every 50 ms with the GIL taken), the log's callable raised, or the interpreter is
+// exiting (finalize() waits for the call).
+class StopCheck {
+ public:
+  explicit StopCheck(const LineSink* sink = nullptr) : m_sink(sink) {}
+  bool operator()() {
+    if (m_raised || (m_sink != nullptr && m_sink->failed()) || runtime().stopping)
+      return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - m_last < std::chrono::milliseconds(50))
+      return false;
+    m_last = now;
+    py::gil_scoped_acquire gil;
+    m_raised = PyErr_CheckSignals() != 0;
+    return m_raised;
+  }
+  bool raised() const { return m_raised; }
+
+ private:
+  const LineSink* m_sink;
+  bool m_raised = false;
+  std::chrono::steady_clock::time_point m_last{};
+};
+
+// Runs work with the GIL released on a stream of its own, asked between steps whether to stop
+// (StopCheck): KeyboardInterrupt, or what the log's callable or a callback raised, comes out,
+// with the library's Interrupted swallowed.
 template <class Work>
-auto run_released(Work&& work) {
-  SignalCheck check;
+auto run_released(Work&& work, LineSink* sink = nullptr) {
+  StopCheck check(sink);
   try {
-    py::gil_scoped_release release;
-    exec::StreamSpace stream;
-    return work(stream.space(), check);
+    auto result = [&] {
+      py::gil_scoped_release release;
+      exec::StreamSpace stream;
+      return work(stream.space(), check);
+    }();
+    if (sink != nullptr)
+      sink->raise_kept();
+    return result;
   } catch (const Interrupted&) {
+    if (sink != nullptr)
+      sink->raise_kept();
     if (check.raised())
       throw py::error_already_set();
     throw;
@@ -219,10 +256,12 @@ BarsPtr bars_from_columns(
   return bars;
 }
 
-// One column by its name (timestamp_ms, a price, volume, ofi or an extra one), or None.
+py::array_t<std::int64_t> bars_timestamps(const data::Bars& b) {
+  return py::array_t<std::int64_t>(static_cast<py::ssize_t>(b.size()), b.timestamp_ms.data());
+}
+
+// One value column by its name (a price, volume, ofi or an extra one), or None.
 py::object bars_column(const data::Bars& b, const std::string& name) {
-  if (name == "timestamp_ms")
-    return py::array_t<std::int64_t>(static_cast<py::ssize_t>(b.size()), b.timestamp_ms.data());
   const std::vector<double>* values = name == "open"     ? &b.open
                                       : name == "high"   ? &b.high
                                       : name == "low"    ? &b.low
@@ -239,10 +278,9 @@ py::object bars_column(const data::Bars& b, const std::string& name) {
   return array_of(*values);
 }
 
+// The value columns by name (the timestamps are bars_timestamps()).
 py::dict bars_columns(const data::Bars& b) {
   py::dict out;
-  out["timestamp_ms"] =
-      py::array_t<std::int64_t>(static_cast<py::ssize_t>(b.size()), b.timestamp_ms.data());
   out["open"] = array_of(b.open);
   out["high"] = array_of(b.high);
   out["low"] = array_of(b.low);
@@ -273,18 +311,20 @@ py::dict train_run(const std::string& settings, const std::string& resume, bool 
     throw InputError("resume= continues the run in its own directory; drop out=");
   LineSink sink(log);
   std::ostream out(&sink);
-  const train::RunResult result = run_released([&](const ExecSpace& space, SignalCheck& check) {
-    train::RunHooks hooks;
-    hooks.interrupted = [&check] { return check(); };
-    if (!progress.is_none()) {
-      hooks.on_epoch = [&progress](std::size_t epoch, std::size_t epochs) {
-        py::gil_scoped_acquire gil;
-        progress(epoch, epochs);
-      };
-    }
-    return train::run_training(space, config, out, train::ResumeOptions{!resume.empty(), force},
-                               hooks);
-  });
+  const train::RunResult result = run_released(
+      [&](const ExecSpace& space, StopCheck& check) {
+        train::RunHooks hooks;
+        hooks.interrupted = [&check] { return check(); };
+        if (!progress.is_none()) {
+          hooks.on_epoch = [&progress](std::size_t epoch, std::size_t epochs) {
+            py::gil_scoped_acquire gil;
+            progress(epoch, epochs);
+          };
+        }
+        return train::run_training(space, config, out, train::ResumeOptions{!resume.empty(), force},
+                                   hooks);
+      },
+      &sink);
   py::dict d;
   d["out"] = config.out;
   d["epochs"] = result.epochs;
@@ -346,15 +386,28 @@ std::string sweep_run(const std::string& settings, const std::string& resume, py
     }
     plan = sweep::plan_sweep(std::move(request));
   }
-  const sweep::SweepPlan done = run_released([&](const ExecSpace& space, SignalCheck& check) {
-    return dist::run_whole_sweep(space, plan, !resume.empty(), out, [&check] { return check(); });
-  });
+  const sweep::SweepPlan done = run_released(
+      [&](const ExecSpace& space, StopCheck& check) {
+        return dist::run_whole_sweep(space, plan, !resume.empty(), out,
+                                     [&check] { return check(); });
+      },
+      &sink);
   return done.directory;
 }
 
 // ---- backtests ------------------------------------------------------------------------------
 
-py::dict backtest(const data::Bars& bars, const std::vector<std::string>& weights,
+// Bars given as Bars, or as a bar file's path read with the extra columns the policies need
+// (as the command reads --data).
+using BarsOrPath = std::variant<BarsPtr, std::string>;
+
+BarsPtr bars_of(const BarsOrPath& given, const data::ColumnSelection& columns) {
+  if (const BarsPtr* bars = std::get_if<BarsPtr>(&given))
+    return *bars;
+  return std::make_shared<data::Bars>(data::load_bars(std::get<std::string>(given), columns));
+}
+
+py::dict backtest(const BarsOrPath& given, const std::vector<std::string>& weights,
                   const std::vector<std::string>& policies, const std::string& start,
                   const std::string& end, std::size_t windows, std::optional<double> cost,
                   std::optional<double> bars_per_year, std::optional<double> risk_free,
@@ -381,7 +434,9 @@ py::dict backtest(const data::Bars& bars, const std::vector<std::string>& weight
   if (chunk_bars)
     request.config.chunk_bars = *chunk_bars;
   const eval::BacktestPolicies files = eval::read_backtest_policies(weights);
-  const eval::BacktestResult result = run_released([&](const ExecSpace& space, SignalCheck&) {
+  const BarsPtr held = bars_of(given, files.columns);
+  const data::Bars& bars = *held;
+  const eval::BacktestResult result = run_released([&](const ExecSpace& space, StopCheck&) {
     return eval::run_backtest(space, bars, files, request);
   });
   py::list paths;
@@ -426,7 +481,7 @@ std::shared_ptr<Policy> load_policy(const std::string& path) {
   return p;
 }
 
-py::dict act(const Policy& policy, const data::Bars& bars, const std::string& start,
+py::dict act(const Policy& policy, const BarsOrPath& given, const std::string& start,
              const std::string& end, const std::string& position, const std::string& precision,
              std::optional<std::size_t> chunk_bars) {
   Call call;
@@ -434,8 +489,12 @@ py::dict act(const Policy& policy, const data::Bars& bars, const std::string& st
   const std::size_t incoming = eval::position_index("position=", position, file.positions);
   eval::BacktestConfig defaults;
   const Precision p = precision.empty() ? defaults.precision : parse_precision(precision);
+  data::ColumnSelection columns;
+  columns.names = file.features.extra;
+  const BarsPtr held = bars_of(given, columns);
+  const data::Bars& bars = *held;
   data::check_feature_columns(file.features, bars);
-  const std::vector<eval::Decision> made = run_released([&](const ExecSpace& space, SignalCheck&) {
+  const std::vector<eval::Decision> made = run_released([&](const ExecSpace& space, StopCheck&) {
     eval::PolicyDecisions decisions(space, file.network, file.features, file.stats, file.positions,
                                     file.parameters, p, chunk_bars.value_or(defaults.chunk_bars));
     const eval::DecisionWindow w =
@@ -482,15 +541,19 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-  m.def("configure", [](int threads, int device) {
+  m.def("configure", [](long long threads, long long device) {
     Runtime& r = runtime();
     if (r.started)
       throw std::runtime_error("dqntrader has started already: configure() comes first");
-    r.options.num_threads = threads;
-    r.options.device_id = device;
+    r.options = init_options(threads, device, "threads=", "device=");
   });
+  // At the interpreter's exit (atexit): a call running in another thread (a daemon thread's)
+  // is asked to stop at its next step and waited for with the GIL released, since it may need
+  // the GIL to get there; then the device is released.
   m.def("finalize", [] {
     Runtime& r = runtime();
+    r.stopping = true;
+    py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(r.busy);
     if (r.started && !r.finished)
       Kokkos::finalize();
@@ -552,10 +615,17 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly(
           "fingerprint",
           [](const data::Bars& b) { return train::fingerprint_text(data::fingerprint(b)); })
+      .def("timestamps", &bars_timestamps)
       .def("column", &bars_column)
       .def("columns", &bars_columns)
       .def("slice",
            [](const data::Bars& b, std::size_t begin, std::size_t end) {
+             if (!(begin < end && end <= b.size())) {
+               throw InputError("slice(" + std::to_string(begin) + ", " + std::to_string(end) +
+                                "): the bars are 0 .. " + std::to_string(b.size()) +
+                                " and a slice holds at least one (begin < end <= " +
+                                std::to_string(b.size()) + ")");
+             }
              return BarsPtr(std::make_shared<data::Bars>(data::bars_between(b, begin, end)));
            })
       .def("save", [](const data::Bars& b, const std::string& path) {
@@ -565,6 +635,25 @@ PYBIND11_MODULE(_core, m) {
           data::write_bars_csv(path, b);
       });
 
+  // Integer timestamps as the CSV reader reads them: seconds or milliseconds by the first
+  // value's magnitude (data::epoch_form).
+  m.def("epoch_milliseconds",
+        [](const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& values) {
+          const std::size_t n = static_cast<std::size_t>(values.size());
+          py::array_t<std::int64_t> out(static_cast<py::ssize_t>(n));
+          if (n == 0)
+            return out;
+          const data::TimestampForm form = data::epoch_form(values.data()[0]);
+          for (std::size_t i = 0; i < n; ++i) {
+            const std::optional<std::int64_t> ms = data::epoch_ms(values.data()[i], form);
+            if (!ms) {
+              throw InputError("timestamp " + std::to_string(values.data()[i]) + " of bar " +
+                               std::to_string(i) + " is out of range as epoch seconds");
+            }
+            out.mutable_at(i) = *ms;
+          }
+          return out;
+        });
   m.def("train", &train_run);
   m.def("sweep", &sweep_run);
   m.def("backtest", &backtest);
@@ -579,8 +668,9 @@ PYBIND11_MODULE(_core, m) {
       .def("act", &act)
 #if defined(DQNTRADER_WITH_ONNX)
       .def("export_onnx",
-           [](const Policy& p, const std::string& path) {
-             eval::write_onnx_model(path, p.file, p.path);
+           [](const Policy& p, const std::string& path, const std::string& inputs) {
+             eval::write_onnx_model(path, p.file, p.path,
+                                    eval::parse_onnx_inputs(inputs, "inputs="));
            })
 #endif
       ;

@@ -3,8 +3,9 @@
 #   1. the Debian packages the build and the tests use, with --browser Chromium for the
 #      report test, with --bench the benchmark peers, with --mpi OpenMPI (sweeps across
 #      ranks, DQNTRADER_ENABLE_MPI), with --onnx ONNX and protobuf (DQNTRADER_ENABLE_ONNX),
-#      ONNX's Python checker and, from the npm registry, onnxruntime-node (the independent
-#      runtime the tests run exported models in) into DIR/node/node_modules;
+#      ONNX's Python checker, OpenCV's Python module and, from the npm registry,
+#      onnxruntime-node (the two independent runtimes the tests run exported models in) into
+#      DIR/node/node_modules;
 #   2. Kokkos (and, for the OpenMP build, Kokkos Kernels): 3.4.01 from Debian's trilinos
 #      13.2.0 source package by default, or 4.6.01 from the upstream release tarballs in a
 #      local folder (--kokkos 4.6.01), patched (scripts/patches/kokkos-<version>-*.patch) and
@@ -30,7 +31,8 @@ Usage: scripts/bootstrap.sh [options]
   --browser          also install Chromium (the suite renders a run report in it)
   --mpi              also install OpenMPI (libopenmpi-dev, openmpi-bin) for DQNTRADER_ENABLE_MPI
   --onnx             also install ONNX and protobuf (libonnx-dev, libprotobuf-dev) for
-                     DQNTRADER_ENABLE_ONNX, python3-onnx, Node.js when missing, and
+                     DQNTRADER_ENABLE_ONNX, python3-onnx, python3-opencv (OpenCV's DNN runs
+                     the exported models in the tests), Node.js when missing, and
                      onnxruntime-node (npm, its install script skipped: the CPU runtime ships
                      in the package) into DIR/node/node_modules
   --python          also install what the Python module (DQNTRADER_ENABLE_PYTHON) builds and
@@ -110,7 +112,7 @@ packages=(cmake ninja-build g++ make patch pkg-config libgtest-dev libbenchmark-
 [ "$mpi" = 1 ] && packages+=(libopenmpi-dev openmpi-bin)
 [ "$python" = 1 ] && packages+=(pybind11-dev python3-dev python3-venv python3-pandas python3-pytest)
 if [ "$onnx" = 1 ]; then
-  packages+=(libonnx-dev libprotobuf-dev python3-onnx)
+  packages+=(libonnx-dev libprotobuf-dev python3-onnx python3-opencv)
   command -v npm >/dev/null || packages+=(nodejs npm)
 fi
 

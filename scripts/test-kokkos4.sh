@@ -6,7 +6,8 @@
 # (the preset ci) and the CTest suite with the tests at two host threads (scripts/test.sh runs
 # them at one and at two; one thread count here keeps CI inside its time). Left to
 # scripts/test.sh, as they hold nothing Kokkos's version could change: the oracle's self-test
-# (Python alone) and the test that kills processes at random moments (the checkpoints' files).
+# (Python alone), the test that kills processes at random moments (the checkpoints' files) and
+# README's command blocks (the document's commands, which test.sh runs).
 # Run by .ci/run after scripts/test.sh, whose set-up it reuses.
 # Without the tarballs it says so and exits 0: a fresh machine has no such folder.
 set -euo pipefail
@@ -29,4 +30,4 @@ cmake --preset ci -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_STANDARD
 cmake --build "$build" -j "${DQNTRADER_JOBS:-2}"
 GTEST_FILTER='-Reliability.KilledAtRandomMomentsNeverLeavesACorruptCheckpoint' \
   ctest --test-dir "$build" --output-on-failure \
-  -E '^(dqntrader_tests_threads_1|selection_statistics_oracle|policy_reference_oracle)$'
+  -E '^(dqntrader_tests_threads_1|selection_statistics_oracle|policy_reference_oracle|readme_commands)$'

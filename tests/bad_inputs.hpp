@@ -50,6 +50,10 @@ inline std::vector<BadCase> bad_csv_corpus() {
       BadCase{"decreasing_timestamp", header + row1 + "2024-01-01,10,11,9,10\n", 3, 1,
               "earlier than the previous"},
       BadCase{"bad_timestamp", header + "2024-01-32,10,11,9,10\n", 2, 1, "cannot parse timestamp"},
+      BadCase{"after_year_9999", header + "999999999999999,10,11,9,10\n", 2, 1,
+              "outside the years 0000 to 9999"},
+      BadCase{"after_year_9999_by_its_zone", header + "9999-12-31T23:00:00-02:00,10,11,9,10\n", 2,
+              1, "outside the years 0000 to 9999"},
       BadCase{"mixed_timestamps", header + row1 + "1704240000,10,11,9,10\n", 3, 1, "mixes forms"},
       BadCase{"binary_garbage",
               std::string("\x7f"

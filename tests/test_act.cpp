@@ -12,14 +12,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "dqntrader/core/hash.hpp"
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "policy_fixtures.hpp"
@@ -180,6 +183,243 @@ TEST_F(Act, FollowAnswersEachRowAsTheWindowDoes) {
       101u);
 }
 
+// Waits (at most a minute: a deadline against a hang, not a measure of speed) until the file
+// at path holds at least count JSON lines; returns how many it holds.
+std::size_t wait_for_lines(const std::string& path, std::size_t count) {
+  std::size_t lines = 0;
+  for (int i = 0; i < 6000; ++i) {
+    lines = json_lines(slurp(path)).size();
+    if (lines >= count)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return lines;
+}
+
+// The exit status of a child, waited for.
+int exit_status(pid_t child) {
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The first lines of a text file (its header and rows) and the rest.
+std::pair<std::string, std::string> first_lines(const std::string& text, int lines) {
+  std::size_t cut = 0;
+  for (int i = 0; i < lines; ++i)
+    cut = text.find('\n', cut) + 1;
+  return {text.substr(0, cut), text.substr(cut)};
+}
+
+// Standard input that is a file, not a terminal or a pipe, ends too: every row answered, exit
+// 0 at its end.
+TEST_F(Act, FollowOnStandardInputEndsWithIt) {
+  const data::Bars bars = testing::fixture_bars(300, m_seed % 1000 + 19);
+  data::write_bars_csv(path("bars.csv"), bars);
+  const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[0];
+  eval::write_policy(path("p.dqnpolicy"), p.file);
+  const Result r =
+      cli("act --follow --weights " + path("p.dqnpolicy") + " --data - <" + path("bars.csv"),
+          "timeout 120 ");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json_lines(r.out).size(), 300 - p.file.features.warmup());
+}
+
+// A named pipe is answered row by row as the rows come, not when its writer closes it; its end
+// ends act with exit 0; the decisions are the window's.
+TEST_F(Act, FollowAnswersAFifoRowByRow) {
+  const data::Bars bars = testing::fixture_bars(200, m_seed % 1000 + 23);
+  data::write_bars_csv(path("bars.csv"), bars);
+  const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[1];
+  eval::write_policy(path("p.dqnpolicy"), p.file);
+  const std::size_t warmup = p.file.features.warmup();
+  const Result window = cli("act --json --weights " + path("p.dqnpolicy") + " --data " +
+                            path("bars.csv") + " --to 199");
+  ASSERT_EQ(window.code, 0) << window.err;
+  const std::vector<nlohmann::json> expected = json_lines(window.out);
+  ASSERT_EQ(mkfifo(path("feed").c_str(), 0600), 0);
+  const pid_t child = testing::spawn_quiet("exec " + std::string(DQNTRADER_CLI_PATH) +
+                                           " act --follow --weights " + path("p.dqnpolicy") +
+                                           " --data " + path("feed") + " >" + path("out.jsonl"));
+  const auto [head, rest] = first_lines(slurp(path("bars.csv")), static_cast<int>(warmup) + 2);
+  {
+    std::ofstream feed(path("feed"));  // opens once act has opened it for reading
+    feed << head << std::flush;        // the header and warmup + 1 rows: one decision
+    EXPECT_EQ(wait_for_lines(path("out.jsonl"), 1), 1u) << "no answer before the writer closed";
+    const auto [more, unused] = first_lines(rest, 5);
+    feed << more << std::flush;
+    EXPECT_EQ(wait_for_lines(path("out.jsonl"), 6), 6u);
+  }
+  EXPECT_EQ(exit_status(child), 0);
+  const std::vector<nlohmann::json> got = json_lines(slurp(path("out.jsonl")));
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(testing::expect_same_decisions(
+                got, std::vector<nlohmann::json>(expected.begin(), expected.begin() + 6), "fifo"),
+            6u);
+}
+
+// A followed file that is truncated, or removed or replaced at its path, ends act with exit 2
+// saying so (the decisions printed stand); idle, act sleeps on the file rather than waking to
+// look (a few wakeups a second at most, where a 1 ms poll makes a thousand).
+TEST_F(Act, AFollowedFileThatShrinksOrMovesEndsItAndIdleItSleeps) {
+  const data::Bars bars = testing::fixture_bars(200, m_seed % 1000 + 29);
+  data::write_bars_csv(path("bars.csv"), bars);
+  const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[0];
+  eval::write_policy(path("p.dqnpolicy"), p.file);
+  const std::string text = slurp(path("bars.csv"));
+  const auto [head, rest] = first_lines(text, 150);
+  for (const std::string change : {"truncate", "rename", "remove", "replace"}) {
+    SCOPED_TRACE(change);
+    std::ofstream(path("live.csv")) << head;
+    fs::remove(path("live.jsonl"));  // the last case's, before this one's act writes its own
+    const pid_t child = testing::spawn_quiet("exec " + std::string(DQNTRADER_CLI_PATH) +
+                                             " act --follow --weights " + path("p.dqnpolicy") +
+                                             " --data " + path("live.csv") + " >" +
+                                             path("live.jsonl") + " 2>" + path("live.err"));
+    ASSERT_EQ(wait_for_lines(path("live.jsonl"), 1), 1u);
+    if (change == "truncate") {
+      // Idle first: the main thread's context switches over a second.
+      auto switches = [&] {
+        std::ifstream status("/proc/" + std::to_string(child) + "/task/" + std::to_string(child) +
+                             "/status");
+        long total = 0;
+        for (std::string line; std::getline(status, line);) {
+          if (line.find("ctxt_switches:") != std::string::npos)
+            total += std::stol(line.substr(line.find(':') + 1));
+        }
+        return total;
+      };
+      const long before = switches();
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      EXPECT_LT(switches() - before, 50) << "idle --follow wakes up too often";
+      std::ofstream(path("live.csv")) << first_lines(text, 100).first;
+    } else if (change == "rename") {
+      fs::rename(path("live.csv"), path("moved.csv"));
+    } else if (change == "remove") {
+      fs::remove(path("live.csv"));
+    } else {
+      std::ofstream(path("new.csv")) << text;
+      fs::rename(path("new.csv"), path("live.csv"));
+    }
+    EXPECT_EQ(exit_status(child), 2);
+    const std::string err = slurp(path("live.err"));
+    EXPECT_NE(err.find(change == "truncate" ? "truncated while followed"
+                                            : "removed or replaced while followed"),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(json_lines(slurp(path("live.jsonl"))).size(), 1u);
+    fs::remove(path("moved.csv"));
+  }
+}
+
+// Output that cannot be written whole (a file size limit here) is a failure, exit 1 naming
+// standard output, for a window's JSON lines, its table and a backtest's returns.
+TEST_F(Act, AnOutputCutShortExitsOne) {
+  const data::Bars bars = testing::fixture_bars(3000, m_seed % 1000 + 31);
+  data::write_bars_csv(path("bars.csv"), bars);
+  const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[0];
+  eval::write_policy(path("p.dqnpolicy"), p.file);
+  const std::string policy = " --weights " + path("p.dqnpolicy") + " --data " + path("bars.csv");
+  for (const std::string& command : {"act --json --from 100" + policy, "act --from 100" + policy,
+                                     "backtest --returns -" + policy}) {
+    SCOPED_TRACE(command);
+    // 50 blocks of 512 bytes at most; SIGXFSZ ignored, so a write past it fails (EFBIG).
+    const Result r = shell("(trap '' XFSZ; ulimit -f 50; exec " + std::string(DQNTRADER_CLI_PATH) +
+                           " " + command + " >" + path("big.out") + ")");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("cannot write to standard output"), std::string::npos) << r.err;
+  }
+}
+
+// An output that is an input's own file is refused with exit 2, the input left as it was.
+TEST_F(Act, NoOutputIsAnInputsFile) {
+  const data::Bars bars = testing::fixture_bars(300, m_seed % 1000 + 37);
+  data::write_bars_csv(path("bars.csv"), bars);
+  eval::write_policy(path("p.dqnpolicy"), testing::fixture_policies(bars, m_seed)[0].file);
+  const std::string data = slurp(path("bars.csv")), policy = slurp(path("p.dqnpolicy"));
+  const std::string weights = " --weights " + path("p.dqnpolicy");
+  const std::pair<std::string, std::string> cases[] = {
+      {"act --json" + weights + " --data " + path("bars.csv") + " >>" + path("bars.csv"),
+       "standard output (standard output) is the file --data"},
+      {"act --json" + weights + " --data " + path("bars.csv") + " >>" + path("p.dqnpolicy"),
+       "is the file --weights"},
+      {"backtest" + weights + " --data " + path("bars.csv") + " --returns " + path("bars.csv"),
+       "--returns " + path("bars.csv") + " is the file --data"},
+      {"backtest" + weights + " --data " + path("bars.csv") + " --json " + path("p.dqnpolicy"),
+       "--json " + path("p.dqnpolicy") + " is the file --weights"},
+  };
+  for (const auto& [command, message] : cases) {
+    SCOPED_TRACE(command);
+    const Result r = shell("(exec " + std::string(DQNTRADER_CLI_PATH) + " " + command + ")");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(slurp(path("bars.csv")), data);
+  EXPECT_EQ(slurp(path("p.dqnpolicy")), policy);
+}
+
+// A policy file whose checksum is right but whose contents are not a policy (sizes that wrap
+// 64 bits, windows that are no whole positive number, parameters that are not numbers) is
+// refused by act, export and the reference reader alike: exit 2, "damaged policy".
+TEST_F(Act, DamagedPoliciesAreRefusedAlike) {
+  const data::Bars bars = testing::fixture_bars(300, m_seed % 1000 + 41);
+  data::write_bars_csv(path("bars.csv"), bars);
+  const testing::FixturePolicy p = testing::fixture_policies(bars, m_seed)[0];
+  eval::write_policy(path("good.dqnpolicy"), p.file);
+  // The file's metadata and parameters, rewritten with a valid checksum.
+  const std::string good = slurp(path("good.dqnpolicy"));
+  std::uint64_t meta_size = 0;
+  std::memcpy(&meta_size, good.data() + 12, 8);
+  const nlohmann::json meta = nlohmann::json::parse(good.substr(20, meta_size));
+  std::vector<float> parameters = p.file.parameters;
+  auto write = [&](const std::string& name, const nlohmann::json& m,
+                   const std::vector<float>& values) {
+    const std::string text = m.dump();
+    std::string out = good.substr(0, 12);
+    const std::uint64_t size = text.size(), count = values.size();
+    out.append(reinterpret_cast<const char*>(&size), 8);
+    out += text;
+    out.append(reinterpret_cast<const char*>(&count), 8);
+    out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    const std::uint64_t hash = hash64(out.data(), out.size());
+    out.append(reinterpret_cast<const char*>(&hash), 8);
+    std::ofstream(path(name), std::ios::binary) << out;
+    return path(name);
+  };
+  std::vector<std::string> damaged;
+  nlohmann::json m = meta;
+  m["network"]["hidden"] = {std::uint64_t{1} << 62};
+  damaged.push_back(write("wide.dqnpolicy", m, parameters));
+  for (const nlohmann::json& window :
+       {nlohmann::json(0), nlohmann::json(-3), nlohmann::json(16.5), nlohmann::json(true)}) {
+    m = meta;
+    m["features"]["return_window"] = window;
+    damaged.push_back(
+        write("window-" + std::to_string(damaged.size()) + ".dqnpolicy", m, parameters));
+  }
+  for (const float bad : {std::nanf(""), INFINITY}) {
+    std::vector<float> values = parameters;
+    values[values.size() / 2] = bad;
+    damaged.push_back(
+        write("value-" + std::to_string(damaged.size()) + ".dqnpolicy", meta, values));
+  }
+  ASSERT_EQ(write("same.dqnpolicy", meta, parameters), path("same.dqnpolicy"));
+  ASSERT_EQ(slurp(path("same.dqnpolicy")), good);  // the writer above is the file's own
+  for (const std::string& file : damaged) {
+    SCOPED_TRACE(file);
+    const Result act = cli("act --weights " + file + " --data " + path("bars.csv"));
+    EXPECT_EQ(act.code, 2);
+    EXPECT_NE(act.err.find(file + ": damaged policy: "), std::string::npos) << act.err;
+#if defined(DQNTRADER_WITH_ONNX)
+    const Result exported = cli("export --onnx " + path("m.onnx") + " --weights " + file);
+    EXPECT_EQ(exported.code, 2);
+    EXPECT_NE(exported.err.find("damaged policy"), std::string::npos) << exported.err;
+    EXPECT_FALSE(fs::exists(path("m.onnx")));
+#endif
+    EXPECT_EQ(oracle("--check " + file).code, 2);
+  }
+}
+
 // Bad input exits 2 saying what, and a stream's decisions printed before a bad row stand.
 TEST_F(Act, BadInputExitsTwoSayingWhat) {
   const data::Bars bars = testing::fixture_bars(300, m_seed % 1000 + 5);
@@ -210,6 +450,11 @@ TEST_F(Act, BadInputExitsTwoSayingWhat) {
        "checksum mismatch"},
       {"act" + policy + " --data " + path("bars.csv") + " --from 3", "--from 3 selects bar 3"},
       {"act" + policy + " --data " + path("bars.csv") + " --follow --to 200", "--follow"},
+      {"act" + policy + " --data " + path("bars.csv") + " --to 5", "--to 5 selects bar 5, before"},
+      {"act --weights '' --data " + path("bars.csv"), "--weights: an empty path names no file"},
+      {"act" + policy + " --data " + path("bars.csv") + " --position 0x1", "--position '0x1'"},
+      {"--threads 1000000 act" + policy + " --data " + path("bars.csv"),
+       "--threads 1000000: host threads go from 1 to"},
   };
   for (const auto& [arguments, message] : cases) {
     SCOPED_TRACE(arguments);
@@ -274,6 +519,14 @@ TEST_F(Act, ADirectoryStandsForItsBestPolicy) {
   const Result neither = cli("act --weights " + m_dir.string() + data);
   EXPECT_EQ(neither.code, 2);
   EXPECT_NE(neither.err.find("holds neither a sweep"), std::string::npos) << neither.err;
+  // A sweep whose sweep.json lists no members has no winner.
+  nlohmann::json plan = testing::json_file(m_dir / "sweep" / "sweep.json");
+  plan["members"] = nlohmann::json::array();
+  fs::create_directories(path("empty"));
+  std::ofstream(path("empty/sweep.json")) << plan.dump();
+  const Result empty = cli("act --weights " + path("empty") + data);
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_NE(empty.err.find("lists no members"), std::string::npos) << empty.err;
 }
 
 }  // namespace

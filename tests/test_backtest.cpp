@@ -16,6 +16,7 @@
 #include "dqntrader/eval/backtest_evaluator.hpp"
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/nn/network_spec.hpp"
+#include "dqntrader/train/train_config.hpp"
 #include "test_support.hpp"
 
 namespace dqntrader {
@@ -415,6 +416,18 @@ TEST(PositionScan, EqualsTheSequentialLoopOnAdversarialAndRandomPolicies) {
 // precision's rounding, not bit for bit, and a decision may flip at a near-tie. Checked:
 // each policy's batched metrics against the oracle on that run's own Q-values (exactly),
 // and the batched Q-values against single-policy ones (within rounding).
+// Every evaluation that reports or deploys computes the decision a policy file defines and the
+// ONNX export writes, in float32 products, on every backend: a backtest's and act's default,
+// and a run's validation and test window whatever precision its learning step takes.
+TEST(BacktestConfig, EvaluatesInFloat32WhateverTheTrainingTakes) {
+  EXPECT_EQ(eval::BacktestConfig{}.precision, Precision::fp32);
+  for (const Precision training : {Precision::fp32, Precision::tf32, Precision::bf16}) {
+    train::TrainConfig config;
+    config.precision = training;
+    EXPECT_EQ(train::backtest_config(config, {-1.0, 0.0, 1.0}).precision, Precision::fp32);
+  }
+}
+
 TEST(BacktestEvaluator, ManyPoliciesMatchTheOracleAndSinglePolicyQValues) {
   const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE(testing::seed_note(seed));

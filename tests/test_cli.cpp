@@ -323,6 +323,47 @@ TEST_F(Cli, BadInputExitsWithTwoNamesTheSpotAndWritesNothing) {
   }
 }
 
+// A flag given alone is true, and given a value takes it; never is a bare flag read as false.
+TEST_F(Cli, AFlagAloneIsTrue) {
+  const std::string train =
+      "train --epochs 1 --steps-per-epoch 5 --learning-starts 64 "
+      "--environments 8 --batch-size 16 --replay-capacity 2048 "
+      "--hidden 8 --val-fraction 0.5 --test-fraction 0 --out ";
+  ASSERT_EQ(run("synth --bars 600 --out " + path("bars.csv")).code, 0);
+  for (const auto& [flag, expected] : {std::pair<std::string, bool>{"--dueling", true},
+                                       {"--dueling=true", true},
+                                       {"--dueling=false", false},
+                                       {"", false}}) {
+    SCOPED_TRACE(flag);
+    const std::string out = path("run" + std::to_string(expected) + std::to_string(flag.size()));
+    const Result r = run(train + out + " --data " + path("bars.csv") + " " + flag);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(testing::json_file(out + "/config.json")["dueling"], expected);
+  }
+  const Result bad = run(train + path("bad") + " --data " + path("bars.csv") + " --dueling=maybe");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("expected true or false, got 'maybe'"), std::string::npos) << bad.err;
+}
+
+// A run's bars are never among the files it writes or removes in its directory.
+TEST_F(Cli, ARunNeverWritesOverItsBars) {
+  fs::create_directories(path("run"));
+  ASSERT_EQ(run("synth --bars 600 --out " + path("run/metrics.jsonl")).code, 0);
+  const std::string before = testing::slurp(path("run/metrics.jsonl"));
+  // --force would remove the run's files first, the bars among them.
+  const Result r = run("train --epochs 1 --data " + path("run/metrics.jsonl") + " --out " +
+                       path("run") + " --force");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--data " + path("run/metrics.jsonl") + " is "), std::string::npos) << r.err;
+  EXPECT_EQ(testing::slurp(path("run/metrics.jsonl")), before);
+  fs::create_directories(path("sweep"));
+  ASSERT_EQ(run("synth --bars 600 --out " + path("sweep/leaderboard.csv")).code, 0);
+  const Result sweep = run("sweep --epochs 1 --data " + path("sweep/leaderboard.csv") + " --out " +
+                           path("sweep") + " --seeds 1-2");
+  EXPECT_EQ(sweep.code, 2);
+  EXPECT_NE(sweep.err.find("a file the run in"), std::string::npos) << sweep.err;
+}
+
 TEST_F(Cli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(run("").code, 2);
   EXPECT_EQ(run("backtest --policy flat").code, 2);  // no --data
@@ -362,12 +403,18 @@ TEST_F(Cli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(run("--help").code, 0);
 }
 
-TEST_F(Cli, AnUnwritableOutputIsARuntimeFailure) {
+// An output whose directory does not exist is bad input, refused before any work (a write
+// that fails later is a runtime failure: tests/test_reliability.cpp).
+TEST_F(Cli, AnOutputWhoseDirectoryIsMissingExitsTwoBeforeTheWork) {
   ASSERT_EQ(run("synth --bars 50 --out " + path("b.csv")).code, 0);
   const Result r = run("backtest --data " + path("b.csv") + " --policy flat --json " +
                        path("no/such/dir/m.json"));
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("cannot create"), std::string::npos) << r.err;
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--json " + path("no/such/dir/m.json") + ": its directory"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_FALSE(fs::exists(path("no")));
 }
 
 // An output path is written as what it is: a symbolic link's target is replaced atomically

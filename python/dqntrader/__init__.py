@@ -15,6 +15,8 @@ training run or a sweep at the next step, its last checkpoint intact (continue i
 
 import atexit
 import json
+import math
+import numbers
 import os
 import sys
 
@@ -40,13 +42,49 @@ __all__ = [
 atexit.register(_core.finalize)
 
 
+# ---- arguments ---------------------------------------------------------------------------------
+
+
+def _whole(name, value, least=0, most=2**63 - 1):
+    """value as an int: a whole number (not a bool, not 2.5) from least to most; TypeError or
+    ValueError naming the argument (name=)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}= takes a whole number, not {value!r}")
+    value = int(value)
+    if value < least or value > most:
+        raise ValueError(f"{name}={value}: from {least} to {most}")
+    return value
+
+
+def _number(name, value):
+    """value as a finite float; TypeError or ValueError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}= takes a number, not {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name}={value!r}: not a finite number")
+    return float(value)
+
+
+def _names(name, value):
+    """A list of column names: one name (a str) or an iterable of them."""
+    if isinstance(value, str):
+        return [value]
+    names = list(value)
+    for item in names:
+        if not isinstance(item, str):
+            raise TypeError(f"{name}= takes column names (str), not {item!r}")
+    return names
+
+
 def configure(threads=None, device=None):
     """Sets the host threads (OpenMP) or the GPU ordinal (CUDA) before the first call.
 
-    Without it the device starts with Kokkos's defaults (OMP_NUM_THREADS, GPU 0). RuntimeError
-    once the device has started.
+    threads: 1 to four per hardware thread; device: from 0. Without it the device starts
+    with Kokkos's defaults (OMP_NUM_THREADS, GPU 0). RuntimeError once the device has started.
     """
-    _core.configure(-1 if threads is None else int(threads), -1 if device is None else int(device))
+    threads = -1 if threads is None else _whole("threads", threads, 1)
+    device = -1 if device is None else _whole("device", device, 0, 2**31 - 1)
+    _core.configure(threads, device)
 
 
 def info():
@@ -63,22 +101,43 @@ def settings():
 # ---- bars -------------------------------------------------------------------------------------
 
 
+_NAT = np.iinfo(np.int64).min  # NaT as int64: the library refuses it, naming the bar
+
+
 def _milliseconds(timestamp):
     """UTC milliseconds since the epoch from datetime64 values, ISO-8601 strings, pandas
-    timestamps (a zone is converted to UTC) or integers (already milliseconds)."""
+    timestamps (a zone is converted to UTC) or integers, which are read as the CSV reader reads
+    them: epoch seconds, or epoch milliseconds when the first is 1e11 or more (the year 5138 in
+    seconds). NaT stays missing (the bars are then refused, naming the bar)."""
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is optional
         pd = None
     if pd is not None and isinstance(timestamp, (pd.Series, pd.Index)):
+        if timestamp.dtype.kind in "iu":
+            return _core.epoch_milliseconds(timestamp.to_numpy(dtype=np.int64))
         values = pd.DatetimeIndex(pd.to_datetime(timestamp))
         if values.tz is not None:
             values = values.tz_convert("UTC").tz_localize(None)
-        return values.to_numpy(dtype="datetime64[ms]").astype(np.int64)
+        missing = np.asarray(values.isna())
+        out = values.to_numpy(dtype="datetime64[ms]").astype(np.int64)
+        out[missing] = _NAT
+        return out
     values = np.asarray(timestamp)
+    if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
+        raise ValueError("timestamp: a value is out of range")
     if values.dtype.kind in "iu":
-        return values.astype(np.int64)
-    return values.astype("datetime64[ms]").astype(np.int64)
+        return _core.epoch_milliseconds(values.astype(np.int64))
+    if values.dtype.kind == "b":
+        raise TypeError("timestamp: booleans are not times")
+    try:
+        out = values.astype("datetime64[ms]")
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"timestamp: {error}") from None
+    return out.astype(np.int64)  # NaT is the smallest int64
+
+
+_STANDARD_COLUMNS = ("timestamp", "open", "high", "low", "close", "volume", "ofi")
 
 
 class Bars:
@@ -98,13 +157,19 @@ class Bars:
                     source="arrays", **features):
         """Bars from columns of equal length.
 
-        timestamp: datetime64 values, ISO-8601 strings or integers (UTC milliseconds since the
-        epoch), strictly increasing. open, high, low, close: prices > 0 with low <= open, close
+        timestamp: datetime64 values, ISO-8601 strings or integers (epoch seconds, or epoch
+        milliseconds when the first is 1e11 or more, as the CSV reader reads them), strictly
+        increasing, within the years 0000 to 9999. open, high, low, close: prices > 0 with low <= open, close
         <= high. volume (>= 0) and ofi (order-flow imbalance) are optional; every other keyword
         is an extra feature column (it enters a policy's features when a run selects it:
         feature_columns=[...]).
         """
-        extra = [(name, np.asarray(values, dtype=np.float64)) for name, values in features.items()]
+        extra = []
+        for name, values in features.items():
+            try:
+                extra.append((name, np.asarray(values, dtype=np.float64)))
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"column {name!r}: {error}") from None
         as_array = lambda a: None if a is None else np.asarray(a, dtype=np.float64)
         return cls(_core.Bars.from_columns(
             source, _milliseconds(timestamp), as_array(open), as_array(high), as_array(low),
@@ -116,6 +181,11 @@ class Bars:
         high, low, close, optionally volume and ofi, and the extra feature columns named in
         columns or starting with one of prefixes (others are ignored, as the CSV reader
         ignores them)."""
+        columns, prefixes = _names("columns", columns), _names("prefixes", prefixes)
+        standard = [c for c in columns if c in _STANDARD_COLUMNS]
+        if standard:
+            raise ValueError(f"columns={columns!r}: {standard[0]!r} is a standard column (read "
+                             "when present); columns= names extra feature columns")
         if "timestamp" in df.columns:
             timestamp = df["timestamp"]
         else:
@@ -127,7 +197,11 @@ class Bars:
         if missing:
             raise ValueError(f"{source}: missing column(s) {', '.join(missing)}")
         extra = {c: df[c].to_numpy(dtype=np.float64) for c in df.columns
-                 if c in columns or any(c.startswith(p) for p in prefixes if p)}
+                 if c not in _STANDARD_COLUMNS
+                 and (c in columns or any(str(c).startswith(p) for p in prefixes if p))}
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise ValueError(f"columns=: {source} has no column {missing[0]!r}")
         optional = {c: df[c].to_numpy(dtype=np.float64) for c in ("volume", "ofi")
                     if c in df.columns}
         return cls.from_arrays(timestamp, df["open"].to_numpy(dtype=np.float64),
@@ -141,7 +215,8 @@ class Bars:
         """Bars from a CSV file or a .dqnbars cache (by its extension), as ``dqntrader`` reads
         them; columns and prefixes choose the extra feature columns. A bad row raises
         ValueError "path:line:column: what"."""
-        return cls(_core.Bars.from_file(os.fspath(path), list(columns), list(prefixes)))
+        return cls(_core.Bars.from_file(os.fspath(path), _names("columns", columns),
+                                        _names("prefixes", prefixes)))
 
     def __len__(self):
         return len(self._core)
@@ -165,7 +240,7 @@ class Bars:
     @property
     def timestamp(self):
         """The bars' times, datetime64[ms] (UTC)."""
-        return self._column("timestamp_ms").astype("datetime64[ms]")
+        return self._core.timestamps().astype("datetime64[ms]")
 
     open = property(lambda self: self._column("open"), doc="Open prices.")
     high = property(lambda self: self._column("high"), doc="High prices.")
@@ -177,20 +252,17 @@ class Bars:
     @property
     def features(self):
         """The extra feature columns, name -> array."""
-        standard = {"timestamp_ms", "open", "high", "low", "close", "volume", "ofi"}
-        return {k: v for k, v in self._core.columns().items() if k not in standard}
+        return {k: v for k, v in self._core.columns().items() if k not in _STANDARD_COLUMNS}
 
     def slice(self, begin, end):
-        """Bars begin .. end - 1 (every column cut alike)."""
-        return Bars(self._core.slice(begin, end))
+        """Bars begin .. end - 1 (every column cut alike), 0 <= begin < end <= len(bars)."""
+        return Bars(self._core.slice(_whole("begin", begin), _whole("end", end)))
 
     def to_pandas(self):
         """The bars as a DataFrame indexed by their times (UTC)."""
         import pandas as pd
-        columns = self._core.columns()
-        index = pd.DatetimeIndex(columns.pop("timestamp_ms").astype("datetime64[ms]"),
-                                 name="timestamp")
-        return pd.DataFrame(columns, index=index)
+        index = pd.DatetimeIndex(self.timestamp, name="timestamp")
+        return pd.DataFrame(self._core.columns(), index=index)
 
     def save(self, path):
         """Writes the bars as CSV, or as a .dqnbars cache when path ends so (atomically)."""
@@ -201,9 +273,19 @@ def synth(bars=20000, *, seed=1, start="2000-01-03", interval_ms=86_400_000, ini
           ofi_signal=0.3):
     """The built-in synthetic market (``dqntrader synth``): daily bars with a planted signal in
     ofi that a policy can learn; the same arguments give the same bars on every machine."""
+    bars = _whole("bars", bars, 2, 2**30)
+    seed = _whole("seed", seed, 0, 2**64 - 1)
+    interval_ms = _whole("interval_ms", interval_ms, 1)
+    initial_price = _number("initial_price", initial_price)
+    if initial_price <= 0:
+        raise ValueError(f"initial_price={initial_price}: a price is positive")
+    ofi_signal = _number("ofi_signal", ofi_signal)
+    if not isinstance(start, str):
+        raise TypeError(f"start= takes an ISO-8601 date, not {start!r}")
     start_ms = int(_milliseconds(np.array([start]))[0])
-    return Bars(_core.Bars.synth(int(bars), int(seed), start_ms, int(interval_ms),
-                                 float(initial_price), float(ofi_signal)))
+    if start_ms == _NAT:
+        raise ValueError(f"start={start!r}: not a date")
+    return Bars(_core.Bars.synth(bars, seed, start_ms, interval_ms, initial_price, ofi_signal))
 
 
 def _bars_directory():
@@ -254,7 +336,14 @@ def _plain(value):
 
 
 def _settings_json(given):
-    return json.dumps({name.replace("_", "-"): _plain(v) for name, v in given.items()})
+    plain = {}
+    for name, value in given.items():
+        value = _plain(value)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"{name}={value!r}: not a finite number")
+        plain[name.replace("_", "-")] = value
+    return json.dumps(plain)
 
 
 def _log_target(log):
@@ -436,9 +525,19 @@ def sweep(bars=None, out=None, *, set=(), seeds=None, random=None, random_seed=N
     if isinstance(set, str):
         set = [set]
     if seeds is not None and not isinstance(seeds, str):
-        seeds = ",".join(str(int(s)) for s in seeds)
+        seeds = ",".join(str(_whole("seeds", s, 0, 2**64 - 1)) for s in seeds)
     if pbt_perturb is not None and not isinstance(pbt_perturb, str):
-        pbt_perturb = ",".join(repr(float(f)) for f in pbt_perturb)
+        pbt_perturb = ",".join(repr(_number("pbt_perturb", f)) for f in pbt_perturb)
+    whole = {"random": random, "random_seed": random_seed, "population": population,
+             "pbo_blocks": pbo_blocks, "pbt_interval": pbt_interval, "pbt_burn_in": pbt_burn_in,
+             "halving_interval": halving_interval}
+    for name, value in whole.items():
+        if value is not None:
+            _whole(name, value, 0, 2**64 - 1 if name == "random_seed" else 2**63 - 1)
+    for name, value in (("pbt_fraction", pbt_fraction), ("pbt_resample", pbt_resample),
+                        ("halving_rate", halving_rate)):
+        if value is not None:
+            _number(name, value)
     options = {
         "space": None if space is None else os.fspath(space),
         "set": [_axis(text) for text in set] or None,
@@ -455,17 +554,32 @@ def sweep(bars=None, out=None, *, set=(), seeds=None, random=None, random_seed=N
 # ---- backtests and policies -------------------------------------------------------------------
 
 
+def _bars_of(bars):
+    """Bars (their core), or a bar file's path, which the library reads with the columns the
+    policies need, as the command reads --data."""
+    if isinstance(bars, Bars):
+        return bars._core
+    if isinstance(bars, (str, os.PathLike)):
+        return os.fspath(bars)
+    raise TypeError(f"bars= takes Bars or a bar file's path, not {type(bars).__name__}")
+
+
 def _bound(value):
     """A window's bound as ``dqntrader`` takes it: a bar index or an ISO-8601 time."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        raise TypeError(f"a bar is an index or a time, not {value!r}")
     if isinstance(value, (int, np.integer)):
         if value < 0:
             raise ValueError(f"bar {value}: bars count from 0")
         return str(int(value))
     if isinstance(value, str):
         return value
-    return str(np.datetime64(value, "ms"))
+    try:
+        return str(np.datetime64(value, "ms"))
+    except (ValueError, TypeError):
+        raise TypeError(f"a bar is an index or a time, not {value!r}") from None
 
 
 def backtest(bars, weights=(), policies=(), *, start=None, end=None, windows=1, cost=None,
@@ -481,12 +595,17 @@ def backtest(bars, weights=(), policies=(), *, start=None, end=None, windows=1, 
     with NumPy arrays, a row per bar return (as ``--returns``): bar, timestamp, position (held
     over the bar), return (net), equity (after it; 1 at the window's first bar).
     """
+    bars = _bars_of(bars)
     if isinstance(weights, (str, os.PathLike)):
         weights = [weights]
     if isinstance(policies, str):
         policies = [policies]
-    result = _core.backtest(bars._core, [os.fspath(w) for w in weights], list(policies),
-                            _bound(start), _bound(end), int(windows), cost, bars_per_year,
+    windows = _whole("windows", windows, 1)
+    chunk_bars = None if chunk_bars is None else _whole("chunk_bars", chunk_bars, 1)
+    cost, bars_per_year, risk_free = (None if v is None else _number(n, v) for n, v in (
+        ("cost", cost), ("bars_per_year", bars_per_year), ("risk_free", risk_free)))
+    result = _core.backtest(bars, [os.fspath(w) for w in weights], list(policies),
+                            _bound(start), _bound(end), windows, cost, bars_per_year,
                             risk_free, precision or "", chunk_bars)
     for path in result["paths"]:
         path["timestamp"] = path.pop("timestamp_ms").astype("datetime64[ms]")
@@ -517,18 +636,25 @@ class Policy:
         the one before took, the first with position ("flat", "long", "short" or a number).
         Returns a dict of NumPy arrays, one row per decision: bar, timestamp, incoming, q (one
         column per action), action, position (held from the next bar on)."""
-        result = self._core.act(bars._core, _bound(start), _bound(end), str(position),
+        bars = _bars_of(bars)
+        chunk_bars = None if chunk_bars is None else _whole("chunk_bars", chunk_bars, 1)
+        result = self._core.act(bars, _bound(start), _bound(end), str(position),
                                 precision or "", chunk_bars)
         result["timestamp"] = result.pop("timestamp_ms").astype("datetime64[ms]")
         return result
 
-    def export_onnx(self, path):
+    def export_onnx(self, path, inputs="float64"):
         """Writes the policy's whole decision as an ONNX model (``dqntrader export --onnx``):
-        raw bars and the incoming position in, Q-values and the action out."""
+        each row's raw bars and incoming position in, its Q-values and action out. inputs:
+        "float64" (the decision exactly; onnxruntime) or "float32" (every input float32, the
+        closes in two parts; OpenCV's DNN, TensorRT). ValueError when path is the policy's own
+        file."""
         if not hasattr(self._core, "export_onnx"):
             raise RuntimeError("this build has no ONNX export (built without "
                                "DQNTRADER_ENABLE_ONNX)")
-        self._core.export_onnx(os.fspath(path))
+        if not isinstance(inputs, str):
+            raise TypeError(f"inputs= takes 'float64' or 'float32', not {inputs!r}")
+        self._core.export_onnx(os.fspath(path), inputs)
 
 
 def load_policy(path):

@@ -6,8 +6,8 @@ Usage: check_model.py MODEL.onnx
 Loads the model with the onnx package (Debian's python3-onnx), runs
 onnx.checker.check_model(model, full_check=True) (which also infers every shape), and prints
 one JSON object: the model's opset and IR version, its inputs and outputs (name, element type,
-shape) and the metadata dqntrader writes (positions, warmup, ofi_window, extra). Exit status 2
-with a message on stderr when the checker refuses the model.
+shape) and the metadata dqntrader writes (the inputs' form (form), positions, warmup, ofi_window,
+extra). Exit status 2 with a message on stderr when the checker refuses the model.
 """
 
 import json
@@ -33,7 +33,7 @@ def main(argv):
             t = v.type.tensor_type
             out.append({"name": v.name,
                         "type": onnx.TensorProto.DataType.Name(t.elem_type),
-                        "shape": [d.dim_value for d in t.shape.dim]})
+                        "shape": [d.dim_param or d.dim_value for d in t.shape.dim]})
         return out
 
     meta = {p.key: p.value for p in model.metadata_props}
@@ -42,6 +42,7 @@ def main(argv):
         "opset": [{"domain": o.domain, "version": o.version} for o in model.opset_import],
         "inputs": values(model.graph.input),
         "outputs": values(model.graph.output),
+        "form": meta["dqntrader.inputs"],
         "positions": json.loads(meta["dqntrader.positions"]),
         "warmup": int(meta["dqntrader.warmup"]),
         "ofi_window": int(meta["dqntrader.ofi_window"]),

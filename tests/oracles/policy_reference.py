@@ -216,6 +216,9 @@ def parse_policy(data):
     if p != expected:
         raise ValueError("the file holds %d parameters, the network needs %d" % (p, expected))
     params = np.frombuffer(data, dtype="<f4", count=p, offset=params_at).astype(np.float32)
+    if not np.all(np.isfinite(params)):
+        raise ValueError("parameter %d is not a finite number"
+                         % int(np.flatnonzero(~np.isfinite(params))[0]))
     weights = []
     at = 0
     for inputs, outputs in layer_shapes(meta):

@@ -11,6 +11,7 @@ import json
 import os
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -190,7 +191,7 @@ def test_export_onnx_writes_the_commands_model(market, tmp_path):
 
 
 def test_bad_bars_raise_value_error_naming_the_bar_and_column():
-    t = np.arange(5) * 86_400_000
+    t = np.datetime64("1970-01-01", "ms") + np.arange(5) * np.timedelta64(1, "D")
     price = np.full(5, 100.0)
     high = price.copy()
     high[3] = 99.0
@@ -339,3 +340,172 @@ def test_synth_is_the_commands_market(tmp_path):
     cli("synth", "--bars", 500, "--seed", 9, "--out", tmp_path / "s.csv")
     assert (dqntrader.synth(500, seed=9).fingerprint ==
             dqntrader.Bars.from_file(tmp_path / "s.csv").fingerprint)
+
+
+def run_python(code, timeout=120):
+    """code in a fresh interpreter with this module's path; its exit status and output."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def test_configure_bounds_threads_and_devices():
+    for call, message in (("threads=0", "threads=0: from 1"),
+                          ("threads=10**6", "threads= 1000000: host threads go from 1 to"),
+                          ("device=-2", "device=-2: from 0"),
+                          ("threads='2'", "threads= takes a whole number")):
+        result = run_python(f"import dqntrader\ndqntrader.configure({call})\ndqntrader.info()")
+        assert result.returncode != 0, call
+        assert message in result.stderr, result.stderr
+
+
+def test_the_interpreter_exits_while_a_daemon_thread_trains(market):
+    # The main thread ends while a daemon thread's training run is in the library: the exit
+    # stops the run at its next step and finishes within the timeout (it used to deadlock).
+    code = f"""
+import threading, dqntrader
+started = threading.Event()
+def work():
+    dqntrader.train({str(market / "bars.csv")!r}, out={str(market / "daemon-run")!r},
+                    log=lambda line: started.set(), epochs=50, steps_per_epoch=100000,
+                    hidden=[16], environments=16, batch_size=64, replay_capacity=20000)
+threading.Thread(target=work, daemon=True).start()
+started.wait()
+"""
+    result = run_python(code, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_exception_of_the_log_callable_stops_the_run_and_comes_out(market, tmp_path):
+    class Refused(Exception):
+        pass
+
+    lines = []
+
+    def log(line):
+        lines.append(line)
+        if len(lines) == 2:
+            raise Refused("no more lines")
+
+    with pytest.raises(Refused, match="no more lines"):
+        dqntrader.train(str(market / "bars.csv"), out=str(tmp_path / "run"), log=log,
+                        **dict(SMALL, epochs=4))
+    assert len(lines) == 2
+    assert not (tmp_path / "run" / "final_metrics.json").exists()
+
+
+def test_integer_timestamps_are_read_as_the_csv_reader_reads_them(tmp_path):
+    rows = 5
+    seconds = 1_700_000_000 + 60 * np.arange(rows)
+    lines = ["timestamp,open,high,low,close"] + [f"{t},1,2,0.5,1.5" for t in seconds]
+    (tmp_path / "s.csv").write_text("\n".join(lines) + "\n")
+    from_file = dqntrader.Bars.from_file(tmp_path / "s.csv")
+    expected = (seconds * 1000).astype("datetime64[ms]")
+    for unit in (seconds, seconds * 1000):
+        frame = pd.DataFrame({"timestamp": unit, "open": 1.0, "high": 2.0, "low": 0.5,
+                              "close": 1.5})
+        bars = dqntrader.Bars.from_pandas(frame)
+        np.testing.assert_array_equal(bars.timestamp, expected)
+        assert bars.fingerprint == from_file.fingerprint
+        arrays = dqntrader.Bars.from_arrays(unit, *[frame[c] for c in ("open", "high", "low",
+                                                                        "close")])
+        np.testing.assert_array_equal(arrays.timestamp, expected)
+
+
+def test_bars_in_memory_are_checked_as_a_file_is(tmp_path):
+    t = np.datetime64("2024-01-01", "ms") + np.arange(5) * np.timedelta64(1, "D")
+    price = np.full(5, 100.0)
+    for times, message in ((np.concatenate([[np.datetime64("NaT")], t[1:]]), r"bar 0, column "
+                            r"'timestamp': missing \(NaT\)"),
+                           (np.concatenate([t[:3], [np.datetime64("NaT")], t[4:]]),
+                            r"bar 3, column 'timestamp': missing \(NaT\)"),
+                           (t + np.timedelta64(3_000_000, "D"), "outside the years 0000 to "
+                            "9999")):
+        with pytest.raises(ValueError, match=message):
+            dqntrader.Bars.from_arrays(times, price, price, price, price)
+    huge = price.copy()
+    huge[2] = 1e39
+    with pytest.raises(ValueError, match=r"bar 2 .*column 'high': value .* overflows float"):
+        dqntrader.Bars.from_arrays(t, price, huge, price, price)
+    with pytest.raises(ValueError, match="column name is not UTF-8"):
+        dqntrader.Bars.from_file(_csv_with_column(tmp_path, b"f_\xff"), prefixes=["f_"])
+    bars = dqntrader.Bars.from_arrays(t, price, price, price, price)
+    for begin, end, message in ((5, 2, r"slice\(5, 2\)"), (0, 6, r"slice\(0, 6\)"),
+                                (-1, 3, "begin=-1")):
+        with pytest.raises(ValueError, match=message):
+            bars.slice(begin, end)
+
+
+def _csv_with_column(tmp_path, name):
+    path = tmp_path / "named.csv"
+    path.write_bytes(b"timestamp,open,high,low,close," + name + b"\n" +
+                     b"".join(b"2024-01-%02d,1,2,0.5,1.5,%d\n" % (d, d) for d in range(1, 30)))
+    return path
+
+
+def test_the_command_refuses_a_column_name_that_is_not_utf8(tmp_path):
+    path = _csv_with_column(tmp_path, b"f_\xff")
+    result = cli("backtest", "--data", path, "--policy", "flat", check=False)
+    assert result.returncode == 0  # a column nobody selects is not read
+    result = subprocess.run([CLI, "cache", "--data", str(path), "--out", str(tmp_path / "c.dqnbars"),
+                             "--feature-prefix", "f_"], capture_output=True)
+    assert result.returncode == 2
+    assert b"named.csv:1:31: column name is not UTF-8 text: f_\\xFF" in result.stderr
+
+
+def test_arguments_out_of_range_raise_naming_the_argument(market, tmp_path):
+    bars = dqntrader.Bars.from_file(market / "bars.csv")
+    policy = dqntrader.load_policy(market / "cli-run")
+    cases = [
+        (lambda: dqntrader.train(out=str(tmp_path / "a"), learning_rate=float("nan"), log=False),
+         ValueError, "learning_rate=nan: not a finite number"),
+        (lambda: dqntrader.sweep(bars, out=str(tmp_path / "s"), random=-1), ValueError,
+         "random=-1"),
+        (lambda: dqntrader.backtest(bars, policies="flat", windows=-1), ValueError,
+         "windows=-1"),
+        (lambda: policy.act(bars, chunk_bars=-1), ValueError, "chunk_bars=-1"),
+        (lambda: policy.act(bars, chunk_bars=0), ValueError, "chunk_bars=0"),
+        (lambda: dqntrader.synth(-1), ValueError, "bars=-1"),
+        (lambda: bars.slice(-1, 3), ValueError, "begin=-1"),
+        (lambda: dqntrader.backtest(42, policies="flat"), TypeError, "bars= takes Bars"),
+        (lambda: dqntrader.Bars.from_pandas(bars.to_pandas(), columns=["ofi"]), ValueError,
+         "'ofi' is a standard column"),
+    ]
+    for call, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            call()
+    assert not (tmp_path / "a").exists() and not (tmp_path / "s").exists()
+    # A path is read as the command reads --data.
+    by_path = dqntrader.backtest(str(market / "bars.csv"), policies="buy-and-hold")
+    assert by_path["metrics"] == dqntrader.backtest(bars, policies="buy-and-hold")["metrics"]
+
+
+def test_column_names_are_names_not_strings_of_characters(tmp_path):
+    frame = dqntrader.synth(300).to_pandas()
+    frame["f_mom"] = np.linspace(0, 1, len(frame))
+    frame["ofi2"] = 1.0
+    frame["timestamp_ms"] = 7.0
+    one = dqntrader.Bars.from_pandas(frame, columns="f_mom")
+    assert list(one.features) == ["f_mom"]
+    assert list(dqntrader.Bars.from_pandas(frame, columns="ofi2").features) == ["ofi2"]
+    one.save(tmp_path / "one.csv")
+    assert list(dqntrader.Bars.from_file(tmp_path / "one.csv", columns="f_mom").features) == \
+        ["f_mom"]
+    # An extra column named timestamp_ms stays a column; the index stays the times.
+    named = dqntrader.Bars.from_pandas(frame, columns=["timestamp_ms"])
+    back = named.to_pandas()
+    np.testing.assert_array_equal(back.index.to_numpy(), frame.index.to_numpy())
+    np.testing.assert_array_equal(back["timestamp_ms"].to_numpy(), 7.0)
+
+
+def test_an_exported_model_never_replaces_its_policy(market, tmp_path):
+    if not dqntrader.info()["onnx_export"]:
+        pytest.skip("built without DQNTRADER_ENABLE_ONNX")
+    path = tmp_path / "p.dqnpolicy"
+    path.write_bytes((market / "cli-run" / "best.dqnpolicy").read_bytes())
+    before = path.read_bytes()
+    policy = dqntrader.load_policy(path)
+    with pytest.raises(ValueError, match="would destroy the policy"):
+        policy.export_onnx(policy.path)
+    assert path.read_bytes() == before
+    with pytest.raises(ValueError, match="inputs= 'float16'"):
+        policy.export_onnx(tmp_path / "m.onnx", inputs="float16")

@@ -2,21 +2,23 @@
 // window, or one per bar as bars arrive (--follow), on the backtest's device path
 // (eval::PolicyDecisions). docs/POLICY.md defines the decision.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "dqntrader/cli/commands.hpp"
@@ -125,19 +127,107 @@ void print_table(const std::vector<eval::Decision>& decisions, const data::Bars&
   }
 }
 
-// Lines from a file descriptor into a parser, as they come: a line counts once its end has
+// Writes to standard output as a whole; Error naming it when it cannot (a full disk, a file
+// size limit, a closed pipe whose SIGPIPE is ignored).
+void write_stdout(const std::string& text, bool flush) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() ||
+      (flush && std::fflush(stdout) != 0)) {
+    throw Error(std::string("cannot write to standard output: ") + std::strerror(errno));
+  }
+}
+
+// Where a followed stream's rows come from, as it is opened: standard input and a FIFO end at
+// their end; a regular file is followed as it grows, until a signal.
+class FollowedInput {
+ public:
+  explicit FollowedInput(const std::string& path) : m_path(path) {
+    if (path != "-") {
+      m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (m_fd < 0)
+        throw InputError(path, 0, 0, std::string("cannot open: ") + std::strerror(errno));
+    }
+    struct stat info {};
+    m_grows = path != "-" && ::fstat(m_fd, &info) == 0 && S_ISREG(info.st_mode);
+    if (m_grows) {
+      m_device = info.st_dev;
+      m_inode = info.st_ino;
+      // Woken when the file changes (or, where inotify is unavailable, every 50 ms).
+      m_watch = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+      if (m_watch >= 0 && ::inotify_add_watch(m_watch, path.c_str(),
+                                              IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE |
+                                                  IN_MOVE_SELF | IN_DELETE_SELF) < 0) {
+        ::close(m_watch);
+        m_watch = -1;
+      }
+    }
+  }
+  FollowedInput(const FollowedInput&) = delete;
+  FollowedInput& operator=(const FollowedInput&) = delete;
+  ~FollowedInput() {
+    if (m_fd > 0)
+      ::close(m_fd);
+    if (m_watch >= 0)
+      ::close(m_watch);
+  }
+
+  int fd() const { return m_fd; }
+  /// A regular file, read as it grows; standard input and a FIFO end instead.
+  bool grows() const { return m_grows; }
+
+  /// Waits until a grown file may have more bytes past offset, or a second has passed, or a
+  /// signal came. InputError when the file was truncated below offset, or its path was
+  /// removed or names another file now: a followed file only grows.
+  void wait(std::uint64_t offset) {
+    if (m_watch >= 0) {
+      pollfd watched{m_watch, POLLIN, 0};
+      if (::poll(&watched, 1, 1000) > 0) {
+        char events[4096];
+        while (::read(m_watch, events, sizeof events) > 0) {
+        }
+      }
+    } else {
+      ::poll(nullptr, 0, 50);
+    }
+    struct stat open {
+    }, named{};
+    if (::fstat(m_fd, &open) == 0 && static_cast<std::uint64_t>(open.st_size) < offset) {
+      throw InputError(m_path, 0, 0,
+                       "truncated while followed (" + std::to_string(offset) + " bytes read, " +
+                           std::to_string(open.st_size) +
+                           " there now): --follow reads a file that only grows; start act "
+                           "again on the file as it is");
+    }
+    if (::stat(m_path.c_str(), &named) != 0 || named.st_dev != m_device ||
+        named.st_ino != m_inode) {
+      throw InputError(m_path, 0, 0,
+                       "removed or replaced while followed (after " + std::to_string(offset) +
+                           " bytes): --follow reads one file as it grows; start act again on "
+                           "the new file");
+    }
+  }
+
+ private:
+  std::string m_path;
+  int m_fd = 0;  // standard input for "-"
+  bool m_grows = false;
+  dev_t m_device = 0;
+  ino_t m_inode = 0;
+  int m_watch = -1;
+};
+
+// Lines from a followed input into a parser, as they come: a line counts once its end has
 // arrived (a partial last line waits), except at the end of a stream that ends.
 class LineStream {
  public:
-  LineStream(int fd, data::CsvBarParser& parser) : m_fd(fd), m_parser(parser) {}
+  LineStream(FollowedInput& input, data::CsvBarParser& parser) : m_input(input), m_parser(parser) {}
 
   // Reads what there is; each line that adds a bar is answered by on_bar(). Returns at the
-  // end of what is there now (wait = false) or of the stream (wait = true: a regular file is
-  // then followed, new bytes read as they are appended, until a signal), or on a signal.
-  void pump(bool wait, bool ends, const std::function<void()>& on_bar) {
+  // end of what is there now (wait = false) or of the stream (wait = true: a growing file is
+  // then followed until a signal), or on a signal.
+  void pump(bool wait, const std::function<void()>& on_bar) {
     char buffer[1 << 16];
     while (!g_stop) {
-      const ssize_t got = ::read(m_fd, buffer, sizeof buffer);
+      const ssize_t got = ::read(m_input.fd(), buffer, sizeof buffer);
       if (got < 0) {
         if (errno == EINTR)
           continue;
@@ -146,15 +236,16 @@ class LineStream {
       if (got == 0) {
         if (!wait)
           return;
-        if (ends) {
+        if (!m_input.grows()) {
           if (!m_pending.empty() && m_parser.line(m_pending))
             on_bar();
           m_pending.clear();
           return;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        m_input.wait(m_offset);
         continue;
       }
+      m_offset += static_cast<std::uint64_t>(got);
       m_pending.append(buffer, static_cast<std::size_t>(got));
       std::size_t start = 0;
       for (std::size_t end; (end = m_pending.find('\n', start)) != std::string::npos;
@@ -169,9 +260,10 @@ class LineStream {
   }
 
  private:
-  int m_fd;
+  FollowedInput& m_input;
   data::CsvBarParser& m_parser;
   std::string m_pending;
+  std::uint64_t m_offset = 0;  // bytes read
 };
 
 }  // namespace
@@ -209,7 +301,9 @@ Command add_act(CLI::App& app) {
               "standard input (--data -), each answered by one JSON line as soon as it is "
               "complete; ends at the end of standard input, or on SIGINT or SIGTERM, with exit 0");
   c->add_option("--precision", options->precision,
-                "network arithmetic: fp32, tf32 or bf16 (default: bf16 on CUDA, fp32 on OpenMP)");
+                "network arithmetic: fp32 (the default: the decision the policy file defines and "
+                "export writes), tf32 or bf16 (faster on CUDA; may decide otherwise where "
+                "Q-values nearly tie)");
   c->add_option("--chunk-bars", options->chunk_bars, "bars per network pass (bounds device memory)")
       ->capture_default_str()
       ->check(whole_number(1));
@@ -218,6 +312,8 @@ Command add_act(CLI::App& app) {
       throw InputError("--follow answers the bars as they come: drop --from and --to");
     const std::string path = sweep::policy_path(options->weights);
     check_input("--weights", path);
+    refuse_output_over_input("standard output", "-",
+                             {{"--weights", path}, {"--data", options->data}});
     const eval::PolicyFile policy = eval::read_policy(path);
     const std::size_t incoming =
         eval::position_index("--position", options->position, policy.positions);
@@ -244,11 +340,11 @@ Command add_act(CLI::App& app) {
         for (const eval::Decision& d : made) {
           append_record(out, d, d.bar, bars.timestamp_ms[d.bar]);
           if (out.size() > (1u << 20)) {
-            std::fwrite(out.data(), 1, out.size(), stdout);
+            write_stdout(out, false);
             out.clear();
           }
         }
-        std::fwrite(out.data(), 1, out.size(), stdout);
+        write_stdout(out, true);
         return;
       }
       if (window) {
@@ -271,30 +367,15 @@ Command add_act(CLI::App& app) {
     }
 
     // --follow: the bars the decisions read are kept (warmup + 1), each new one decided at as
-    // soon as its row is complete, the position carried.
+    // soon as its row is complete, the position carried. A growing file is read as it is first
+    // (one decision at its latest bar), then followed; standard input and a FIFO answer every
+    // row as it comes, to their end.
     catch_stop_signals();
-    const bool from_stdin = options->data == "-";
-    if (!from_stdin && data::is_bar_cache_path(options->data))
+    if (options->data != "-" && data::is_bar_cache_path(options->data))
       throw InputError("--follow reads CSV rows; " + options->data + " is a .dqnbars cache");
-    int fd = 0;
-    if (!from_stdin) {
-      fd = ::open(options->data.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        throw InputError(options->data, 0, 0, std::string("cannot open: ") + std::strerror(errno));
-      }
-    }
-    struct Closer {
-      int fd;
-      ~Closer() {
-        if (fd > 0)
-          ::close(fd);
-      }
-    } closer{fd};
-    struct stat info {};
-    // Standard input and a FIFO end; a regular file is followed.
-    const bool ends = ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode);
-    data::CsvBarParser parser(from_stdin ? "standard input" : options->data, columns);
-    LineStream stream(fd, parser);
+    FollowedInput input(options->data);
+    data::CsvBarParser parser(options->data == "-" ? "standard input" : options->data, columns);
+    LineStream stream(input, parser);
     std::size_t count = 0;        // bars read so far
     std::size_t held = incoming;  // the position the next decision comes in with
     bool decided = false;
@@ -308,20 +389,18 @@ Command add_act(CLI::App& app) {
       decided = true;
       std::string line;
       append_record(line, d, count - 1, bars.timestamp_ms.back());
-      std::fwrite(line.data(), 1, line.size(), stdout);
-      std::fflush(stdout);
+      write_stdout(line, true);
       parser.keep_last(warmup);  // the bars the next decision reads, with the next one
     };
-    if (!from_stdin) {
-      // The file as it is now, and the decision at its latest bar, before any new row.
-      stream.pump(false, ends, [&] { ++count; });
+    if (input.grows()) {
+      stream.pump(false, [&] { ++count; });
       parser.finish();
       data::check_feature_columns(policy.features, parser.bars());
       if (parser.bars().size() < warmup + 1)
         throw eval::too_few_bars(parser.bars(), warmup);
       decide_latest();
     }
-    stream.pump(true, ends, [&] {
+    stream.pump(true, [&] {
       ++count;
       decide_latest();
     });

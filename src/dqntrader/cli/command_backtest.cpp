@@ -140,8 +140,9 @@ Command add_backtest(CLI::App& app) {
                 "this file ('-' for stdout): one row per bar return (window, bar, timestamp), "
                 "one column group per policy");
   c->add_option("--precision", options->precision,
-                "network arithmetic: fp32, tf32 or bf16 (default: bf16 on CUDA, "
-                "fp32 on OpenMP)");
+                "network arithmetic: fp32 (the default: the decision a policy file defines and "
+                "export writes), tf32 or bf16 (faster on CUDA; its decisions may differ where "
+                "Q-values nearly tie)");
   c->add_option("--chunk-bars", options->config.chunk_bars,
                 "bars per network pass (bounds device memory)")
       ->capture_default_str()
@@ -156,6 +157,14 @@ Command add_backtest(CLI::App& app) {
       check_output("--json", options->json);
     if (!options->returns.empty())
       check_output("--returns", options->returns);
+    std::vector<NamedInput> inputs = {{"--data", options->data}};
+    for (const std::string& path : options->weights)
+      inputs.push_back({"--weights", path});
+    refuse_output_over_input("standard output", "-", inputs);
+    if (!options->json.empty())
+      refuse_output_over_input("--json", options->json, inputs);
+    if (!options->returns.empty())
+      refuse_output_over_input("--returns", options->returns, inputs);
     if (options->json == "-" && options->returns == "-")
       throw InputError(
           "--json - and --returns - would both write to standard output; send one "

@@ -15,10 +15,11 @@ void SettingFlags::add(CLI::App* c, train::TrainConfig defaults,
   m_options.clear();
   for (std::size_t i = 0; i < all.size(); ++i) {
     const train::Setting& s = all[i];
-    CLI::Option* option = c->add_option("--" + s.name, m_values[i], help(s));
+    // A flag alone is true (--dueling), and takes a value as --dueling=false; given without a
+    // value it is never read as its default.
+    CLI::Option* option = s.is_flag ? c->add_flag("--" + s.name + "{true}", m_values[i], help(s))
+                                    : c->add_option("--" + s.name, m_values[i], help(s));
     option->default_str(s.get());
-    if (s.is_flag)
-      option->expected(0, 1)->default_str(s.get());
     m_options.push_back(option);
   }
 }
@@ -28,7 +29,7 @@ void SettingFlags::apply(train::TrainConfig& config) const {
   for (std::size_t i = 0; i < m_options.size(); ++i) {
     if (m_options[i]->count() == 0)
       continue;
-    bound[i].set(bound[i].is_flag && m_values[i].empty() ? "true" : m_values[i]);
+    bound[i].set(m_values[i]);
   }
 }
 

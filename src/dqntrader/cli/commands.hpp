@@ -66,6 +66,16 @@ void write_output(const std::string& path, const std::string& text);
 /// number), at least `least` and at most 2^64 - 1; its messages quote what was typed.
 CLI::Validator whole_number(std::uint64_t least = 0);
 
+/// An input of a command: how the command names it ("--data") and its path.
+struct NamedInput {
+  std::string option, path;
+};
+
+/// InputError naming both when the output (option and path; "-" for standard output) is one of
+/// the inputs' files, links followed: writing it would destroy what is being read.
+void refuse_output_over_input(const std::string& option, const std::string& output,
+                              const std::vector<NamedInput>& inputs);
+
 /// InputError naming the option and the path when path is a directory: an input file is
 /// meant (a bar file, a policy file).
 void check_input(const std::string& option, const std::string& path);

@@ -2,6 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <vector>
@@ -10,6 +13,7 @@
 #include "backends/gemm.hpp"
 #include "dqntrader/cli/commands.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/init_check.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
 #include "dqntrader/core/version.hpp"
 #include "dqntrader/dist/dist.hpp"
@@ -36,6 +40,19 @@ void run(const dqntrader::compat::InitOptions& options, const dqntrader::cli::Co
   Kokkos::finalize();
 }
 
+// Standard output flushed and closed, and checked: output a full disk, a file size limit or a
+// closed pipe cut short is a failure (exit 1), not a success with half a record.
+void close_standard_output() {
+  std::cout.flush();
+  const bool failed_before = !std::cout || std::ferror(stdout) != 0;
+  errno = 0;
+  if (std::fflush(stdout) != 0 || failed_before || std::fclose(stdout) != 0) {
+    const std::string reason = errno != 0 ? std::strerror(errno) : "a write failed";
+    throw dqntrader::Error("cannot write to standard output: " + reason +
+                           " (what was written is incomplete)");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,12 +61,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dqntrader ") + DQNTRADER_VERSION + " (" +
                                         DQNTRADER_GIT_REVISION + ", backend " + DQNTRADER_BACKEND +
                                         ")");
-  dqntrader::compat::InitOptions kokkos_options;
-  kokkos_options.disable_warnings = true;
-  app.add_option("--threads", kokkos_options.num_threads,
-                 "host threads for the OpenMP backend (default: OpenMP's)")
+  long long threads = -1, device = -1;
+  app.add_option("--threads", threads,
+                 "host threads for the OpenMP backend, 1 to four per hardware thread (default: "
+                 "OpenMP's)")
       ->check(dqntrader::cli::whole_number(1));
-  app.add_option("--device", kokkos_options.device_id, "GPU ordinal for the CUDA backend")
+  app.add_option("--device", device, "GPU ordinal for the CUDA backend")
       ->check(dqntrader::cli::whole_number());
   app.require_subcommand(1);
 
@@ -71,6 +88,9 @@ int main(int argc, char** argv) {
   }
 
   try {
+    dqntrader::compat::InitOptions kokkos_options =
+        dqntrader::init_options(threads, device, "--threads", "--device");
+    kokkos_options.disable_warnings = true;
     // A sweep may run as many ranks under mpirun or srun (with MPI built in): MPI starts
     // before Kokkos, and each rank takes the GPU of its node-local rank unless --device says.
     bool sweep = false;
@@ -85,6 +105,7 @@ int main(int argc, char** argv) {
       if (command.app->parsed())
         run(kokkos_options, command);
     }
+    close_standard_output();
     return exit_ok;
   } catch (const dqntrader::InputError& e) {
     std::cerr << "dqntrader: error: " << e.what() << "\n";

@@ -1,4 +1,6 @@
 // What the options' values may be, and where the commands' outputs go.
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -36,8 +38,6 @@ void refuse_test_fraction_beside_test_data(const CLI::App& c, const train::Train
   }
 }
 
-// A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
-// (first = true, --from) or the last bar at or before it (--to). InputError naming the option.
 void write_output(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;
@@ -46,7 +46,24 @@ void write_output(const std::string& path, const std::string& text) {
   io::write_file_atomically(path, text);
 }
 
+void refuse_output_over_input(const std::string& option, const std::string& output,
+                              const std::vector<NamedInput>& inputs) {
+  for (const NamedInput& input : inputs) {
+    if (input.path.empty() || input.path == "-")
+      continue;
+    const bool same = output == "-" ? io::same_file(STDOUT_FILENO, input.path)
+                                    : io::same_file(output, input.path);
+    if (same) {
+      throw InputError(option + " " + (output == "-" ? "(standard output)" : output) +
+                       " is the file " + input.option + " " + input.path +
+                       " reads: writing it would destroy it; write elsewhere");
+    }
+  }
+}
+
 void check_input(const std::string& option, const std::string& path) {
+  if (path.empty())
+    throw InputError(option + ": an empty path names no file");
   if (std::filesystem::is_directory(path))
     throw InputError(option + " " + path + " is a directory, not a file");
 }

@@ -163,6 +163,8 @@ class CsvBarParser::Impl {
       const bool known = n == "timestamp" || n == "open" || n == "high" || n == "low" ||
                          n == "close" || n == "volume" || n == "ofi";
       if (!known && m_selection.selects(n)) {
+        if (!valid_utf8(n))
+          fail(line, fields[i].column, "column name is not UTF-8 text: " + printable(n));
         m_extra_index.push_back(i);
         m_bars.extra.push_back(NamedColumn{n, {}});
       }
@@ -212,19 +214,13 @@ class CsvBarParser::Impl {
       const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
       if (result.ec != std::errc())
         fail(line, f.column, "timestamp '" + std::string(text) + "' is out of range");
-      // 1e11 seconds lies in the year 5138: larger integers are milliseconds.
-      form = value >= 100000000000LL ? TimestampForm::epoch_milliseconds
-                                     : TimestampForm::epoch_seconds;
+      form = epoch_form(value);
       if (m_form && *m_form != TimestampForm::iso8601)
         form = *m_form;  // the first row decides the unit
-      if (form == TimestampForm::epoch_seconds) {
-        if (value > std::numeric_limits<std::int64_t>::max() / 1000) {
-          fail(line, f.column, "timestamp '" + std::string(text) + "' is out of range");
-        }
-        ms = value * 1000;
-      } else {
-        ms = value;
-      }
+      const std::optional<std::int64_t> converted = epoch_ms(value, form);
+      if (!converted)
+        fail(line, f.column, "timestamp '" + std::string(text) + "' is out of range");
+      ms = *converted;
     } else {
       const auto parsed = parse_iso8601_ms(text);
       if (!parsed) {
@@ -235,6 +231,14 @@ class CsvBarParser::Impl {
       }
       form = TimestampForm::iso8601;
       ms = *parsed;
+    }
+    if (!representable(ms)) {
+      fail(line, f.column,
+           "timestamp '" + std::string(text) + "' lies outside the years 0000 to 9999 (" +
+               (form == TimestampForm::epoch_milliseconds ? "read as epoch milliseconds"
+                : form == TimestampForm::epoch_seconds    ? "read as epoch seconds"
+                                                          : "with its zone") +
+               ")");
     }
     if (!m_form) {
       m_form = form;

@@ -98,6 +98,19 @@ std::optional<std::int64_t> parse_iso8601_ms(std::string_view text) {
   return seconds * 1000 + millis;
 }
 
+TimestampForm epoch_form(std::int64_t first) {
+  return first >= 100000000000LL ? TimestampForm::epoch_milliseconds : TimestampForm::epoch_seconds;
+}
+
+std::optional<std::int64_t> epoch_ms(std::int64_t value, TimestampForm form) {
+  if (form != TimestampForm::epoch_seconds)
+    return value;
+  std::int64_t ms = 0;
+  if (__builtin_mul_overflow(value, std::int64_t{1000}, &ms))
+    return std::nullopt;
+  return ms;
+}
+
 std::string format_iso8601_ms(std::int64_t ms) {
   std::int64_t seconds = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000);
   const std::int64_t millis = ms - seconds * 1000;

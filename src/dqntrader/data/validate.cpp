@@ -1,6 +1,9 @@
 #include "dqntrader/data/validate.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "dqntrader/core/error.hpp"
@@ -59,13 +62,65 @@ std::string describe(const BarCheck& c) {
   return out.str();
 }
 
+bool valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char c = byte(i);
+    std::size_t length = 0;
+    std::uint32_t code = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      length = 2;
+      code = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      length = 3;
+      code = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      length = 4;
+      code = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + length > text.size())
+      return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      if ((byte(i + k) & 0xC0) != 0x80)
+        return false;
+      code = (code << 6) | (byte(i + k) & 0x3F);
+    }
+    const std::uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < least[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+      return false;
+    i += length;
+  }
+  return true;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F) {
+      out += c;
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", u);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 void check_bars(const Bars& bars) {
   const std::size_t n = bars.size();
   // "bar i (its time), column 'name': what", the bar counted from 0.
   auto fail = [&](std::size_t i, const std::string& column, const std::string& what) {
     std::ostringstream out;
     out << "bar " << i;
-    if (i < bars.timestamp_ms.size())
+    if (i < bars.timestamp_ms.size() && representable(bars.timestamp_ms[i]))
       out << " (" << format_iso8601_ms(bars.timestamp_ms[i]) << ")";
     out << ", column '" << column << "': " << what;
     throw InputError(bars.source, 0, 0, out.str());
@@ -75,6 +130,9 @@ void check_bars(const Bars& bars) {
       fail(i, column, "NaN");
     if (!std::isfinite(v))
       fail(i, column, "infinite value");
+    if (std::fabs(v) > std::numeric_limits<float>::max())
+      fail(i, column,
+           "value " + std::to_string(v) + " overflows float (largest magnitude about 3.4e38)");
   };
   if (bars.timestamp_ms.size() != n || bars.open.size() != n || bars.high.size() != n ||
       bars.low.size() != n || (bars.has_volume() && bars.volume.size() != n) ||
@@ -82,19 +140,38 @@ void check_bars(const Bars& bars) {
     throw InputError(bars.source, 0, 0, "columns have different lengths");
   }
   for (const NamedColumn& column : bars.extra) {
+    if (!valid_utf8(column.name)) {
+      throw InputError(bars.source, 0, 0,
+                       "column name is not UTF-8 text: " + printable(column.name));
+    }
+    for (const char* standard : {"timestamp", "open", "high", "low", "close", "volume", "ofi"}) {
+      if (column.name == standard || column.name.empty()) {
+        throw InputError(bars.source, 0, 0,
+                         "an extra column may not be named '" + column.name +
+                             "' (the standard columns are timestamp, open, high, low, close, "
+                             "volume and ofi)");
+      }
+    }
     if (column.values.size() != n) {
       throw InputError(bars.source, 0, 0, "column '" + column.name + "' has a different length");
     }
   }
   static const char* const price_names[] = {"open", "high", "low", "close"};
   for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t ms = bars.timestamp_ms[i];
+    if (ms == std::numeric_limits<std::int64_t>::min())
+      fail(i, "timestamp", "missing (NaT)");
+    if (!representable(ms)) {
+      fail(i, "timestamp",
+           std::to_string(ms) + " ms since the epoch lies outside the years 0000 to 9999");
+    }
     const double prices[] = {bars.open[i], bars.high[i], bars.low[i], bars.close[i]};
     for (int c = 0; c < 4; ++c)
       finite(i, price_names[c], prices[c]);
     const BarCheck check = check_bar(bars.open[i], bars.high[i], bars.low[i], bars.close[i]);
     if (check.problem != BarProblem::none)
       fail(i, price_names[static_cast<int>(check.column)], describe(check));
-    if (i > 0 && bars.timestamp_ms[i] <= bars.timestamp_ms[i - 1]) {
+    if (i > 0 && ms <= bars.timestamp_ms[i - 1]) {
       fail(i, "timestamp",
            "timestamps must increase strictly (bar " + std::to_string(i - 1) + " is at " +
                format_iso8601_ms(bars.timestamp_ms[i - 1]) + ")");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "dqntrader/data/bars.hpp"
 
@@ -28,8 +29,19 @@ BarCheck check_bar(double open, double high, double low, double close);
 /// One sentence saying what is wrong, with the values.
 std::string describe(const BarCheck& check);
 
-/// Checks every bar and the timestamps (strictly increasing) and column lengths; throws
-/// InputError naming the source and the bar's index and timestamp.
+/// Whether text is well-formed UTF-8 (no overlong forms, surrogates or code points past
+/// U+10FFFF): what a column's name must be to go into JSON files and policies.
+bool valid_utf8(std::string_view text);
+
+/// text with every byte that is not printable ASCII written as \xNN, for messages.
+std::string printable(std::string_view text);
+
+/// Checks what the CSV reader checks of a file, for bars made otherwise (the Python module, a
+/// .dqnbars cache): every timestamp within the years 0000 to 9999 (NaT, the smallest 64-bit
+/// integer, is missing) and strictly increasing; every value finite and within float's range;
+/// prices as check_bar says; volume not negative; column lengths equal; extra columns' names
+/// UTF-8 and not those of the standard columns. Throws InputError naming the source, the bar's
+/// index (from 0) and timestamp, and the column.
 void check_bars(const Bars& bars);
 
 }  // namespace dqntrader::data

@@ -6,14 +6,6 @@
 
 namespace dqntrader::eval {
 
-Precision BacktestConfig::default_precision() {
-#if defined(DQNTRADER_BACKEND_CUDA)
-  return Precision::bf16;
-#else
-  return Precision::fp32;
-#endif
-}
-
 std::size_t BacktestConfig::flat_index() const {
   for (std::size_t i = 0; i < positions.size(); ++i) {
     if (positions[i] == 0.0)

@@ -18,9 +18,11 @@ struct BacktestConfig {
   double bars_per_year = 252.0;    // A: 252 for daily equity bars, 98,280 for US minute bars
   double risk_free = 0.0;          // risk-free return per bar
   std::size_t chunk_bars = 32768;  // bars per network pass (bounds device memory)
-  Precision precision = default_precision();
-
-  static Precision default_precision();
+  /// The network's arithmetic. fp32 on every backend: the decision a policy file defines
+  /// (docs/POLICY.md) and `export` writes, so that what a backtest, a validation or act
+  /// reports is what the deployed policy does; bf16 and tf32 are faster on CUDA and may
+  /// decide otherwise where Q-values nearly tie.
+  Precision precision = Precision::fp32;
   /// The index of position 0 in positions.
   std::size_t flat_index() const;
 };

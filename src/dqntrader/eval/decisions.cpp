@@ -1,6 +1,8 @@
 #include "dqntrader/eval/decisions.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <string>
 
 #include "dqntrader/core/error.hpp"
@@ -137,13 +139,11 @@ std::size_t position_index(const std::string& name, const std::string& text,
   } else if (text == "short") {
     value = -1.0;
   } else {
-    std::size_t used = 0;
-    try {
-      value = std::stod(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != text.size() || text.empty())
+    // A decimal number ("-0.5", "1e-1"); not hexadecimal, not "inf".
+    const char* first = text.data() + (!text.empty() && text.front() == '+' ? 1 : 0);
+    const char* last = text.data() + text.size();
+    const auto parsed = std::from_chars(first, last, value, std::chars_format::general);
+    if (text.empty() || parsed.ec != std::errc() || parsed.ptr != last || !std::isfinite(value))
       throw InputError(name + " '" + text +
                        "': expected a position (a number, or flat, long or short)");
   }
@@ -176,6 +176,11 @@ DecisionWindow decision_window(const data::Bars& bars, std::size_t warmup, const
       from.empty() ? (window ? warmup : w.last) : data::bar_index(from_name, from, bars, true);
   if (w.first < warmup) {
     throw InputError(from_name + " " + from + " selects bar " + std::to_string(w.first) +
+                     ", before bar " + std::to_string(warmup) +
+                     ", the first at which the policy's features are defined");
+  }
+  if (from.empty() && w.last < w.first) {
+    throw InputError(to_name + " " + to + " selects bar " + std::to_string(w.last) +
                      ", before bar " + std::to_string(warmup) +
                      ", the first at which the policy's features are defined");
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
@@ -58,87 +59,162 @@ void write_policy(const std::string& path, const PolicyFile& policy) {
   io::write_file_atomically(path, out);
 }
 
-PolicyFile read_policy(const std::string& path) {
-  auto fail = [&](const std::string& what) -> void { throw InputError(path, 0, 0, what); };
-  const std::string bytes = io::read_file(path);
-  if (bytes.size() < 8 + 4 + 8 + 8 + 8 || std::memcmp(bytes.data(), magic, 8) != 0) {
-    fail("not a dqntrader policy file");
+namespace {
+
+// The metadata's integers: a JSON integer (not 16.5, not true) in [least, most].
+std::size_t integer(const nlohmann::json& object, const char* key, const std::string& name,
+                    std::int64_t least, std::int64_t most) {
+  const nlohmann::json& value = object.at(key);
+  if (!value.is_number_integer())
+    throw InputError(name + " is " + value.dump() + ", not a whole number");
+  const bool negative = value.is_number_unsigned() ? false : value.get<std::int64_t>() < 0;
+  if (negative || value.get<std::uint64_t>() < static_cast<std::uint64_t>(least) ||
+      value.get<std::uint64_t>() > static_cast<std::uint64_t>(most)) {
+    throw InputError(name + " is " + value.dump() + ", outside " + std::to_string(least) + " .. " +
+                     std::to_string(most));
   }
+  return static_cast<std::size_t>(value.get<std::uint64_t>());
+}
+
+std::vector<double> finite_numbers(const nlohmann::json& object, const char* key,
+                                   const std::string& name) {
+  const nlohmann::json& value = object.at(key);
+  if (!value.is_array())
+    throw InputError(name + " is not a list of numbers");
+  std::vector<double> out;
+  for (const nlohmann::json& v : value) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw InputError(name + " holds " + v.dump() + ", not a finite number");
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// The parameter count of a network, or 0 when it does not fit 64 bits (no file holds that).
+std::uint64_t parameter_count(const nn::NetworkSpec& n) {
+  std::uint64_t total = 0;
+  std::uint64_t in = n.features + n.positions;
+  auto add = [&](std::uint64_t out) {
+    std::uint64_t weights = 0, layer = 0;
+    if (__builtin_mul_overflow(in, out, &weights) || __builtin_add_overflow(weights, out, &layer) ||
+        __builtin_add_overflow(total, layer, &total)) {
+      total = 0;
+      return false;
+    }
+    in = out;
+    return true;
+  };
+  for (std::size_t width : n.hidden) {
+    if (!add(width))
+      return 0;
+  }
+  return add(n.dueling ? n.actions + 1 : n.actions) ? total : 0;
+}
+
+}  // namespace
+
+PolicyFile read_policy(const std::string& path) {
+  auto fail = [&](const std::string& what) -> void {
+    throw InputError(path, 0, 0, "damaged policy: " + what);
+  };
+  const std::string bytes = io::read_file(path);
+  if (bytes.size() < 8 + 4 + 8 + 8 + 8 || std::memcmp(bytes.data(), magic, 8) != 0)
+    throw InputError(path, 0, 0, "not a dqntrader policy file");
   std::uint64_t stored = 0;
   std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
   if (hash64(bytes.data(), bytes.size() - 8) != stored)
-    fail("corrupted policy file: checksum mismatch");
+    fail("checksum mismatch");
+  // Every length is checked against the bytes left before it is used.
   std::size_t at = 8;
-  auto take = [&](void* into, std::size_t n) {
-    if (at + n > bytes.size() - 8)
-      fail("truncated policy file");
-    std::memcpy(into, bytes.data() + at, n);
-    at += n;
+  const std::size_t end = bytes.size() - 8;
+  auto take = [&](void* into, std::uint64_t n) {
+    if (n > end - at)
+      fail("truncated (a length runs past the end of the file)");
+    std::memcpy(into, bytes.data() + at, static_cast<std::size_t>(n));
+    at += static_cast<std::size_t>(n);
   };
   std::uint32_t got_version = 0;
   take(&got_version, 4);
   if (got_version != version)
-    fail("policy file version " + std::to_string(got_version) + " is not supported");
+    fail("format version " + std::to_string(got_version) +
+         " is not supported (this reader knows 1)");
   std::uint64_t meta_size = 0;
   take(&meta_size, 8);
-  if (meta_size > bytes.size())
-    fail("truncated policy file");
-  std::string meta(meta_size, '\0');
+  if (meta_size > end - at)
+    fail("truncated (the metadata's length runs past the end of the file)");
+  std::string meta(static_cast<std::size_t>(meta_size), '\0');
   take(meta.data(), meta_size);
   std::uint64_t count = 0;
   take(&count, 8);
-  if (count > bytes.size() / sizeof(float))
-    fail("truncated policy file");
+  if (count != (end - at) / sizeof(float) || (end - at) % sizeof(float) != 0)
+    fail("the parameter count " + std::to_string(count) + " does not match the " +
+         std::to_string(end - at) + " bytes that follow it");
   PolicyFile policy;
-  policy.parameters.resize(count);
+  policy.parameters.resize(static_cast<std::size_t>(count));
   take(policy.parameters.data(), count * sizeof(float));
-  if (at != bytes.size() - 8)
-    fail("policy file has trailing bytes");
+  const std::int64_t most = std::numeric_limits<std::int32_t>::max();
   try {
     const nlohmann::json j = nlohmann::json::parse(meta);
     const auto& n = j.at("network");
-    policy.network.features = n.at("features").get<std::size_t>();
-    policy.network.positions = n.at("positions").get<std::size_t>();
-    policy.network.hidden = n.at("hidden").get<std::vector<std::size_t>>();
-    policy.network.actions = n.at("actions").get<std::size_t>();
+    policy.network.features = integer(n, "features", "network.features", 1, most);
+    policy.network.positions = integer(n, "positions", "network.positions", 2, 8);
+    const nlohmann::json& hidden = n.at("hidden");
+    if (!hidden.is_array() || hidden.empty())
+      throw InputError("network.hidden is not a non-empty list of widths");
+    policy.network.hidden.clear();
+    for (std::size_t l = 0; l < hidden.size(); ++l) {
+      const nlohmann::json layer = {{"width", hidden[l]}};
+      policy.network.hidden.push_back(
+          integer(layer, "width", "network.hidden[" + std::to_string(l) + "]", 1, most));
+    }
+    policy.network.actions = integer(n, "actions", "network.actions", 2, 8);
+    if (!n.at("dueling").is_boolean())
+      throw InputError("network.dueling is not true or false");
     policy.network.dueling = n.at("dueling").get<bool>();
     const auto& f = j.at("features");
-    policy.features.return_window = f.at("return_window").get<int>();
-    policy.features.volatility_window = f.at("volatility_window").get<int>();
-    policy.features.ofi_window = f.at("ofi_window").get<int>();
+    policy.features.return_window =
+        static_cast<int>(integer(f, "return_window", "features.return_window", 1, most));
+    policy.features.volatility_window =
+        static_cast<int>(integer(f, "volatility_window", "features.volatility_window", 2, most));
+    policy.features.ofi_window =
+        static_cast<int>(integer(f, "ofi_window", "features.ofi_window", 0, most));
     policy.features.extra = f.at("extra").get<std::vector<std::string>>();
-    policy.stats.mean = f.at("mean").get<std::vector<double>>();
-    policy.stats.stdev = f.at("stdev").get<std::vector<double>>();
-    policy.positions = j.at("positions").get<std::vector<double>>();
+    policy.stats.mean = finite_numbers(f, "mean", "features.mean");
+    policy.stats.stdev = finite_numbers(f, "stdev", "features.stdev");
+    policy.positions = finite_numbers(j, "positions", "positions");
     policy.info = j.value("info", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {
-    fail(std::string("bad policy metadata: ") + e.what());
+    fail(std::string("bad metadata: ") + e.what());
+  } catch (const InputError& e) {
+    fail(e.what());
   }
-  nn::validate(policy.network);
   if (policy.network.features != policy.features.count() ||
       policy.stats.mean.size() != policy.features.count() ||
       policy.stats.stdev.size() != policy.features.count() ||
       policy.positions.size() != policy.network.positions) {
-    fail("inconsistent policy file: network, features and positions disagree");
+    fail("network, features and positions disagree");
   }
-  if (policy.parameters.size() != nn::ParameterLayout(policy.network).size()) {
-    fail("inconsistent policy file: parameter count does not match the network");
-  }
+  if (parameter_count(policy.network) != count)
+    fail("the parameter count " + std::to_string(count) + " does not match the network");
   // What docs/POLICY.md promises a reader: every action a distinct target position, flat among
-  // them; every standard deviation a positive number.
+  // them; every standard deviation a positive number; every parameter a finite number.
   if (policy.network.actions != policy.network.positions)
-    fail("inconsistent policy file: the actions are not the positions");
+    fail("the actions are not the positions");
   for (std::size_t i = 0; i < policy.positions.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (policy.positions[i] == policy.positions[j])
-        fail("inconsistent policy file: position " + std::to_string(i) + " repeats another");
+        fail("position " + std::to_string(i) + " repeats another");
     }
   }
   if (std::find(policy.positions.begin(), policy.positions.end(), 0.0) == policy.positions.end())
-    fail("inconsistent policy file: no position is flat (0)");
+    fail("no position is flat (0)");
   for (double s : policy.stats.stdev) {
-    if (!(s > 0.0) || !std::isfinite(s))
-      fail("inconsistent policy file: a feature's standard deviation is not a positive number");
+    if (!(s > 0.0))
+      fail("a feature's standard deviation is not a positive number");
+  }
+  for (std::size_t i = 0; i < policy.parameters.size(); ++i) {
+    if (!std::isfinite(policy.parameters[i]))
+      fail("parameter " + std::to_string(i) + " is not a finite number");
   }
   return policy;
 }

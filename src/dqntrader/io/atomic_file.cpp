@@ -33,15 +33,37 @@ std::string directory_of(const std::string& path) {
 
 constexpr int kMostLinks = 40;  // as the kernel's own limit on a path's symbolic links
 
+// InputError unless the directory a new file at path goes into exists and can be written to.
+void check_new_file(const std::string& given, const std::string& path) {
+  const std::string directory = directory_of(path);
+  struct stat info;
+  if (::stat(directory.c_str(), &info) != 0) {
+    throw InputError(given + ": its directory " + directory + " cannot be reached (" +
+                     std::strerror(errno) + ")");
+  }
+  if (!S_ISDIR(info.st_mode))
+    throw InputError(given + ": " + directory + " is not a directory");
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+    throw InputError(given + ": no file can be made in " + directory + " (" + std::strerror(errno) +
+                     ")");
+  }
+}
+
 }  // namespace
 
 OutputPath resolve_output(const std::string& path) {
+  if (path.empty())
+    throw InputError("an empty path names no file");
   OutputPath out;
   out.path = path;
   for (int links = 0;; ++links) {
     struct stat info;
-    if (::lstat(out.path.c_str(), &info) != 0)
-      return out;  // a new path (or one the writing will say it cannot reach)
+    if (::lstat(out.path.c_str(), &info) != 0) {
+      if (errno != ENOENT)
+        throw InputError(path + ": " + std::strerror(errno));
+      check_new_file(path, out.path);
+      return out;
+    }
     if (!S_ISLNK(info.st_mode)) {
       if (S_ISREG(info.st_mode))
         return out;
@@ -65,6 +87,18 @@ OutputPath resolve_output(const std::string& path) {
     const std::string next(target.data(), static_cast<std::size_t>(length));
     out.path = next.front() == '/' ? next : directory_of(out.path) + "/" + next;
   }
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat first, second;
+  return ::stat(a.c_str(), &first) == 0 && ::stat(b.c_str(), &second) == 0 &&
+         first.st_dev == second.st_dev && first.st_ino == second.st_ino;
+}
+
+bool same_file(int fd, const std::string& path) {
+  struct stat open, named;
+  return ::fstat(fd, &open) == 0 && ::stat(path.c_str(), &named) == 0 &&
+         open.st_dev == named.st_dev && open.st_ino == named.st_ino;
 }
 
 AtomicFile::AtomicFile(const std::string& path) : m_path(path), m_target(resolve_output(path)) {

@@ -19,9 +19,16 @@ struct OutputPath {
 };
 
 /// Where writing a file to path goes. InputError naming path and what it is when it is
-/// something no file can be written to (a directory, a socket, a block device) or its links
-/// do not end.
+/// something no file can be written to (a directory, a socket, a block device), its links
+/// do not end, it is empty, or it is new and its directory does not exist or cannot be
+/// written to.
 OutputPath resolve_output(const std::string& path);
+
+/// Whether a and b name one existing file (their links followed): the same device and inode.
+bool same_file(const std::string& a, const std::string& b);
+
+/// Whether the file open on descriptor fd is the existing file at path.
+bool same_file(int fd, const std::string& path);
 
 /// A file written to path: for a new path or a regular file (through any symbolic links),
 /// to "<target>.tmp-<pid>-<n>" beside the target, which commit() flushes to disk (fsync),

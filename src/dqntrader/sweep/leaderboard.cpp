@@ -186,6 +186,8 @@ std::string policy_path(const std::string& path) {
   if (std::filesystem::exists(path + "/sweep.json")) {
     const SweepPlan plan = read_plan(path);
     const nlohmann::json board = leaderboard_json(plan);
+    if (board["members"].empty())
+      throw InputError(path + "/sweep.json lists no members, so the sweep has no winner");
     const nlohmann::json& first = board["members"].front();
     if (first["status"] != "finished" && first["status"] != "stopped early") {
       throw InputError(path + ": no member of the sweep finished (its leaderboard's first is " +

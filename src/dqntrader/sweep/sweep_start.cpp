@@ -55,6 +55,15 @@ SweepPlan plan_sweep(SweepRequest request) {
     throw InputError("--out " + base.out +
                      " holds a training run; a sweep needs a directory of its own");
   }
+  train::refuse_inputs_among_outputs(base, base.out, [](const std::filesystem::path& inside) {
+    const std::string first = inside.begin()->string();
+    for (const char* written : {"sweep.json", "sweep.lock", "leaderboard.json", "leaderboard.csv",
+                                "report.html", "members", "populations"}) {
+      if (first == written)
+        return true;
+    }
+    return false;
+  });
   // The data once, for its features (and to fail early on a bad file).
   const train::RunData data = train::load_run_data(base);
   data::FeatureConfig features;

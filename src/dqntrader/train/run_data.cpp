@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/data/bar_cache.hpp"
@@ -97,6 +98,32 @@ RunData load_run_data(const TrainConfig& config) {
       data::fingerprint(run.bars) ^
       (config.val_data.empty() ? 0 : data::fingerprint(run.validation) * 0x9E3779B97F4A7C15ull);
   return run;
+}
+
+void refuse_inputs_among_outputs(const TrainConfig& config, const std::string& directory,
+                                 const std::function<bool(const std::filesystem::path&)>& written) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path root = fs::weakly_canonical(directory, error);
+  if (error)
+    return;  // a directory that cannot be resolved holds none of them
+  for (const auto& [option, file] :
+       {std::pair<const char*, const std::string&>{"--data", config.data},
+        {"--val-data", config.val_data},
+        {"--test-data", config.test_data}}) {
+    if (file.empty())
+      continue;
+    const fs::path real = fs::weakly_canonical(file, error);
+    if (error)
+      continue;
+    const fs::path inside = real.lexically_relative(root);
+    if (inside.empty() || *inside.begin() == ".." || !written(inside))
+      continue;
+    throw InputError(std::string(option) + " " + file + " is " + (root / inside).string() +
+                     ", a file the run in " + directory +
+                     " writes or removes: it would destroy what it reads; move the bars "
+                     "elsewhere or choose another --out");
+  }
 }
 
 std::string fingerprint_text(std::uint64_t fingerprint) {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <string>
 
 #include "dqntrader/data/bars.hpp"
@@ -34,6 +36,12 @@ struct RunData {
   bool has_test() const { return test.size() > 0; }
 };
 RunData load_run_data(const TrainConfig& config);
+
+/// InputError naming the option when one of config's bar files (--data, --val-data, --test-data)
+/// lies in directory (links followed) where written(its path relative to directory) says a run
+/// or a sweep there writes or removes it: the run would destroy what it reads.
+void refuse_inputs_among_outputs(const TrainConfig& config, const std::string& directory,
+                                 const std::function<bool(const std::filesystem::path&)>& written);
 
 /// A fingerprint as files record it: 16 hexadecimal digits.
 std::string fingerprint_text(std::uint64_t fingerprint);

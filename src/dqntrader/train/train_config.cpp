@@ -238,7 +238,9 @@ std::vector<Setting> data_settings(TrainConfig& c) {
 std::vector<Setting> network_settings(TrainConfig& c) {
   Setting precision =
       blank("precision",
-            "matrix-product arithmetic: fp32, tf32 or bf16 (default bf16 on CUDA, fp32 on OpenMP)",
+            "the learning step's matrix-product arithmetic: fp32, tf32 or bf16 (default bf16 on "
+            "CUDA, fp32 on OpenMP); validation and test windows are evaluated in fp32, the "
+            "decision a policy file defines",
             false, false, false);
   precision.get = [&c] { return std::string(to_string(c.precision)); };
   precision.documented_default = "bf16 (CUDA), fp32 (OpenMP)";
@@ -677,7 +679,6 @@ eval::BacktestConfig backtest_config(const TrainConfig& c, const std::vector<dou
   b.bars_per_year = c.bars_per_year;
   b.risk_free = c.risk_free;
   b.chunk_bars = c.chunk_bars;
-  b.precision = c.precision;
   return b;
 }
 

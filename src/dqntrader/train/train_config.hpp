@@ -176,8 +176,9 @@ void apply_settings_json(TrainConfig& config, const std::string& path);
 /// The same for an object in memory (source names where it came from in messages).
 void apply_settings(TrainConfig& config, const nlohmann::json& settings, const std::string& source);
 
-/// The backtest settings of a run's validation: its cost, annualisation, risk-free rate,
-/// chunking and precision, with the positions the actions stand for.
+/// The backtest settings of a run's validation and test window: its cost, annualisation,
+/// risk-free rate and chunking, with the positions the actions stand for. Its products are
+/// float32 whatever precision training takes: the decision the policy file defines.
 eval::BacktestConfig backtest_config(const TrainConfig& config,
                                      const std::vector<double>& positions);
 

@@ -231,6 +231,9 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::o
                      ", start it again with --force (which removes its files first), or choose " +
                      "another --out");
   }
+  refuse_inputs_among_outputs(config, config.out, [](const std::filesystem::path& inside) {
+    return std::distance(inside.begin(), inside.end()) == 1 && run_file(inside.string());
+  });
   PopulationOptions options;
   options.checkpoints = config.out;
   options.on_epoch = hooks.on_epoch;

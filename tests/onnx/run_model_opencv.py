@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Runs an exported dqntrader model (float32 inputs) in OpenCV's DNN module (cv2.dnn, Debian's
+python3-opencv) over the bars FROM .. TO of a CSV file, every bar with every incoming
+position, as one batch of rows: the runtime of a second vendor, beside onnxruntime
+(run_model.js). Nothing here reads dqntrader's code or files other than the model and the CSV.
+
+Usage: run_model_opencv.py MODEL.onnx META.json BARS.csv FROM TO
+
+META.json: what check_model.py prints of the model. Prints one JSON object per bar and
+incoming position, one per line: {"bar", "incoming", "q", "action"} (indices of positions).
+Exit status 2 with a message when OpenCV cannot load or run the model.
+"""
+
+import csv
+import json
+import sys
+
+import cv2
+import numpy as np
+
+
+def main(argv):
+    if len(argv) != 6:
+        print(__doc__, file=sys.stderr)
+        return 2
+    model, meta_path, csv_path, first, last = argv[1:]
+    with open(meta_path, encoding="utf-8") as f:
+        meta = json.load(f)
+    if meta["form"] != "float32":
+        print("run_model_opencv.py: OpenCV computes in float32; export with --inputs float32",
+              file=sys.stderr)
+        return 2
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    close = np.array([float(r["close"]) for r in rows])
+    W, O, K = meta["warmup"], meta["ofi_window"], len(meta["positions"])
+    bars = np.repeat(np.arange(int(first), int(last) + 1), K)
+    incoming = np.tile(np.arange(K), int(last) - int(first) + 1)
+    window = close[bars[:, None] + np.arange(-W, 1)[None, :]]
+    closes = window.astype(np.float32)
+    feeds = {"closes": closes,
+             "closes_low": (window - closes.astype(np.float64)).astype(np.float32),
+             "position": np.eye(K, dtype=np.float32)[incoming]}
+    if O > 0:
+        ofi = np.array([float(r["ofi"]) for r in rows])
+        feeds["ofi"] = ofi[bars[:, None] + np.arange(-O + 1, 1)[None, :]].astype(np.float32)
+    if meta["extra"]:
+        extra = np.array([[float(r[name]) for name in meta["extra"]] for r in rows])
+        feeds["extra"] = extra[bars].astype(np.float32)
+    try:
+        net = cv2.dnn.readNetFromONNX(model)
+        for name, values in feeds.items():
+            net.setInput(values, name)
+        q, action = net.forward(["q", "action"])
+    except cv2.error as error:
+        print("run_model_opencv.py: OpenCV: %s" % error, file=sys.stderr)
+        return 2
+    action = np.asarray(action).reshape(-1).astype(np.int64)  # OpenCV gives float32 [N, 1]
+    for i in range(len(bars)):
+        print(json.dumps({"bar": int(bars[i]), "incoming": int(incoming[i]),
+                          "q": [float(v) for v in q[i]], "action": int(action[i])}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
