@@ -1,8 +1,9 @@
 // `dqntrader export --onnx`, checked by code dqntrader did not write: ONNX's own checker
 // (python3-onnx, tests/onnx/check_model.py) accepts every exported model, and two runtimes of
 // other vendors execute them over 5,000 bars of policies of every shape, each bar with every
-// incoming position: onnxruntime (onnxruntime-node, tests/onnx/run_model.js) both forms of the
-// model, OpenCV's DNN (python3-opencv, tests/onnx/run_model_opencv.py) the float32 form. On
+// incoming position: onnxruntime (onnxruntime-node, tests/onnx/run_model.js, or its Python
+// package, tests/onnx/run_model.py) both forms of the model, OpenCV's DNN (python3-opencv,
+// tests/onnx/run_model.py) the float32 form. On
 // every row of `dqntrader act`'s path their Q-values agree with act's within 1e-5 of the list's
 // largest |Q| and their actions are act's but where the row's two largest Q-values lie within
 // that of each other. Built with DQNTRADER_ENABLE_ONNX only.
@@ -120,12 +121,9 @@ TEST_F(Export, TwoRuntimesTakeActsDecisionsOverEveryShape) {
                                std::to_string(first) + " " + std::to_string(last);
       std::vector<std::pair<std::string, Result>> runs;
       runs.emplace_back("onnxruntime",
-                        shell("NODE_PATH=" + std::string(DQNTRADER_NODE_PATH) + " " +
-                              DQNTRADER_NODE + " " + DQNTRADER_ONNX_RUN + " " + args));
-      if (form == "float32") {
-        runs.emplace_back("OpenCV", shell(std::string(DQNTRADER_OPENCV_PYTHON3) + " " +
-                                          DQNTRADER_ONNX_RUN_OPENCV + " " + args));
-      }
+                        shell(std::string(DQNTRADER_ONNXRUNTIME_RUNNER) + " " + args));
+      if (form == "float32")
+        runs.emplace_back("OpenCV", shell(std::string(DQNTRADER_OPENCV_RUNNER) + " " + args));
       for (const auto& [runtime, ran] : runs) {
         ASSERT_EQ(ran.code, 0) << runtime << ": " << ran.err;
         const std::size_t ties = expect_rows_agree(json_lines(ran.out), decisions, file.positions,
