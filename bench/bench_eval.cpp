@@ -85,12 +85,13 @@ Setup& setup_for(const Workload& w) {
 }
 
 void run_eval(benchmark::State& state, const Workload& w, std::size_t policies, std::size_t chunk,
-              bool graphed) {
+              bool graphed, Precision precision = Precision::fp32) {
   Setup& s = setup_for(w);
   const ExecSpace& space = s.stream.space();
   eval::BacktestConfig config;
   config.bars_per_year = 98280;
   config.chunk_bars = chunk;
+  config.precision = precision;
   const nn::ParameterLayout layout(s.spec);
   Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory> parameters("bench::parameters", policies,
                                                                       layout.size());
@@ -145,6 +146,14 @@ void register_all() {
   add("eval/EVAL-1M/K1/graphed",
       [](benchmark::State& s) { run_eval(s, eval_1m, 1, 131072, true); });
   add("eval/EVAL-1M/K64", [](benchmark::State& s) { run_eval(s, eval_1m, 64, 8192, false); });
+#if defined(DQNTRADER_BACKEND_CUDA)
+  // The same in bf16 products, what evaluations took on CUDA before every one that reports or
+  // deploys took float32 (the decision a policy file defines): the change's cost.
+  add("eval/EVAL-1M/K1/bf16",
+      [](benchmark::State& s) { run_eval(s, eval_1m, 1, 131072, false, Precision::bf16); });
+  add("eval/EVAL-1M/K64/bf16",
+      [](benchmark::State& s) { run_eval(s, eval_1m, 64, 8192, false, Precision::bf16); });
+#endif
   add("eval/EVAL-CPU/K1", [](benchmark::State& s) { run_eval(s, eval_cpu, 1, 16384, false); });
   add("eval/EVAL-CPU/K1/graphed",
       [](benchmark::State& s) { run_eval(s, eval_cpu, 1, 16384, true); });

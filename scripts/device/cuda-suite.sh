@@ -7,7 +7,8 @@
 #   scripts/device/cuda-suite.sh [--kokkos 4.6.01] [test] [gemm] [eval] [eval-peer] [train]
 #                                [train-peer] [pop] [pop-peer] [defaults] [sanitizer] [racecheck]
 #                                [profile] [pop-profile] [stalls] [detail] [compare]
-#                                [selection] [schedule] [mpi] [fused]
+#                                [selection] [schedule] [mpi] [fused] [decisions] [module]
+#                                [export]
 # With mpi the build has DQNTRADER_ENABLE_MPI (the test step then runs the MPI sweep test too).
 set -uo pipefail
 kokkos=3.4.01
@@ -44,12 +45,21 @@ prefix=$(scripts/bootstrap.sh --cuda --kokkos "$kokkos" --tarballs "$root/.carry
   --print-prefix 2> >(tee -a "$out/setup.log" >&2)) || { echo "bootstrap failed"; exit 1; }
 echo "bootstrap: $((SECONDS - start)) s" | tee -a "$out/setup.log"
 export KOKKOS_PREFIX=$prefix
+# The carried Debian libraries (ONNX's and protobuf's among them) where the programs look.
+export LD_LIBRARY_PATH="$root/.carry/debroot/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 start=$SECONDS
-mpi_option=()
-want mpi && mpi_option=(-DDQNTRADER_ENABLE_MPI=ON)
-cmake --preset cuda -B "$build" -DCMAKE_PREFIX_PATH="$prefix;$root/.carry/debroot/usr" \
-  -DDQNTRADER_EXPECT_KOKKOS_VERSION="$expect" -DCMAKE_CXX_FLAGS=-lineinfo "${mpi_option[@]}" \
+options=()
+want mpi && options+=(-DDQNTRADER_ENABLE_MPI=ON)
+# The export with the carried ONNX and protobuf (their shared libraries found at run time
+# through the build's run path); the module for the machine's python3 (its pybind11).
+[ -d "$root/.carry/debroot/usr/include/onnx" ] && options+=(-DDQNTRADER_ENABLE_ONNX=ON)
+if want module; then
+  options+=(-DDQNTRADER_ENABLE_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)"
+    "-Dpybind11_DIR=$(python3 -m pybind11 --cmakedir)")
+fi
+cmake --preset cuda -B "$build" -DCMAKE_PREFIX_PATH="$root/.carry/debroot/usr;$prefix" \
+  -DDQNTRADER_EXPECT_KOKKOS_VERSION="$expect" -DCMAKE_CXX_FLAGS=-lineinfo "${options[@]}" \
   >"$out/configure.log" 2>&1 ||
   { tail -n 60 "$out/configure.log"; exit 1; }
 cmake --build "$build" -j "$jobs" ${DQNTRADER_BUILD_TARGET:+--target "$DQNTRADER_BUILD_TARGET"} \
@@ -82,6 +92,23 @@ if want fused; then
     >"$out/fused-racecheck.log" 2>&1
   echo "racecheck fused exit $?"
   grep -E "RACECHECK SUMMARY|PASSED|FAILED" "$out/fused-racecheck.log" | tail -n 3
+fi
+if want decisions; then
+  # What a run reports is what its exported policy does: a run trained here (bf16 learning),
+  # then on its 2,000-bar test window the positions of its evaluation, act, the ONNX model
+  # (onnxruntime, OpenCV) and the reference reader, bar by bar (bench/decision_agreement.py).
+  timeout 300 python3 bench/decision_agreement.py --dqntrader "$build/dqntrader" \
+    --work "$runs/decisions" 2>&1 | tee "$out/decisions.json"
+fi
+if want module; then
+  # The Python module built against the CUDA Kokkos, its pytest suite run here.
+  PYTHONPATH="$build/python" DQNTRADER_CLI="$build/dqntrader" timeout 300 python3 -m pytest -q \
+    -p no:cacheprovider tests/python >"$out/module.log" 2>&1
+  echo "module pytest exit $?"; tail -n 3 "$out/module.log"
+fi
+if want export; then
+  timeout 200 $build/tests/dqntrader_tests --gtest_filter='Export.*:Act.*' >"$out/export.log" 2>&1
+  echo "export tests exit $?"; grep -E "PASSED|FAILED|Failure" "$out/export.log" | head -n 20
 fi
 if want gemm; then
   $build/bench/dqntrader_bench_gemm --benchmark_min_time=0.2 \

@@ -4,8 +4,9 @@
 #   .carry/deps/src/kokkos-3.4.01   the unpacked Kokkos sources (bootstrap.sh patches them there)
 #   .carry/deps/tarballs/           the Kokkos 4.6.01 release tarball, when shared/deps beside the
 #                                   checkout has it (cuda-suite.sh --kokkos 4.6.01)
-#   .carry/debroot/                 Debian's GoogleTest, Google Benchmark, CLI11, nlohmann-json
-#                                   and xxHash, unpacked (headers, static and shared libs)
+#   .carry/debroot/                 Debian's GoogleTest, Google Benchmark, CLI11, nlohmann-json,
+#                                   xxHash, ONNX and protobuf, unpacked (headers, static and
+#                                   shared libs): the export is built there too
 # Pass the call carry: [".carry"].
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,7 +22,8 @@ if [ -f "$tarballs/kokkos-4.6.01.tar.gz" ]; then
   cp "$tarballs/kokkos-4.6.01.tar.gz" "$carry/deps/tarballs/"
 fi
 (cd "$carry/debs" && apt-get download -qq libgtest-dev libgmock-dev libbenchmark-dev \
-  libbenchmark1debian libcli11-dev nlohmann-json3-dev libxxhash-dev)
+  libbenchmark1debian libcli11-dev nlohmann-json3-dev libxxhash-dev \
+  libonnx-dev libonnx1 libonnxifi libprotobuf-dev libprotobuf32 libprotobuf-lite32)
 for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$carry/debroot"; done
 rm -rf "$carry/debs" "$carry/debroot/usr/share/doc"
 du -sh "$carry"
