@@ -121,9 +121,11 @@ TEST_F(Export, TwoRuntimesTakeActsDecisionsOverEveryShape) {
                                std::to_string(first) + " " + std::to_string(last);
       std::vector<std::pair<std::string, Result>> runs;
       runs.emplace_back("onnxruntime",
-                        shell(std::string(DQNTRADER_ONNXRUNTIME_RUNNER) + " " + args));
-      if (form == "float32")
-        runs.emplace_back("OpenCV", shell(std::string(DQNTRADER_OPENCV_RUNNER) + " " + args));
+                        shell("sh " + std::string(DQNTRADER_ONNXRUNTIME_RUNNER) + " " + args));
+      if (form == "float32") {
+        runs.emplace_back("OpenCV",
+                          shell("sh " + std::string(DQNTRADER_OPENCV_RUNNER) + " " + args));
+      }
       for (const auto& [runtime, ran] : runs) {
         ASSERT_EQ(ran.code, 0) << runtime << ": " << ran.err;
         const std::size_t ties = expect_rows_agree(json_lines(ran.out), decisions, file.positions,
