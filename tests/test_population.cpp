@@ -738,8 +738,11 @@ TEST_F(Population, MemberBytesBoundWhatAMemberAllocates) {
     const std::int64_t five = population_peak(m_stream.space(), c, 5, data.bars);
     const double measured = static_cast<double>(five - one) / 4.0;
     data::FeatureConfig features;
-    const double bound = static_cast<double>(
-        train::member_bytes(c, data::resolve_features(features, data.bars).count()));
+    const data::FeatureSpec spec = data::resolve_features(features, data.bars);
+    const train::RunWindows w =
+        train::split_windows(c, data.bars.size(), data.validation.size(), spec.warmup());
+    const double bound =
+        static_cast<double>(train::member_bytes(c, spec.count(), w.val_end - w.val_begin));
     EXPECT_GE(bound, measured);
     EXPECT_LE(bound, 1.5 * measured) << "bound " << bound << ", measured " << measured;
   }

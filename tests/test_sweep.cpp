@@ -290,6 +290,28 @@ TEST_F(Sweep, AKilledSweepResumesBitwise) {
   EXPECT_EQ(run("sweep --resume " + path("killed") + " --epochs 4").code, 2);
 }
 
+// A sweep of more members than any fixed limit (1,025, past 1,024) ends with its leaderboard
+// and its selection statistics over every member: its end is linear in the members (the
+// policies evaluated in batches, CSCV's splits in complementary pairs).
+TEST_F(Sweep, ASweepOfMoreThan1024MembersEnds) {
+  const Result r = run("sweep --data " + path("bars.dqnbars") + " --out " + path("many") +
+                       " --seeds 1-1025 --epochs 2 --steps-per-epoch 20 --hidden 8 "
+                       "--environments 8 --replay-capacity 10000 --learning-starts 64 "
+                       "--batch-size 16 --probe-batch 16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json board = json_file(m_dir / "many" / "leaderboard.json");
+  EXPECT_EQ(board["members"].size(), 1025u);
+  const nlohmann::json plan = json_file(m_dir / "many" / "sweep.json");
+  const nlohmann::json& selection = plan["selection"];
+  EXPECT_EQ(selection["trials"], 1025);
+  EXPECT_EQ(selection["members"].size(), 1025u);
+  EXPECT_EQ(selection["splits"], 12870);
+  EXPECT_TRUE(selection["pbo"].is_number()) << selection.dump();
+  EXPECT_TRUE(selection["deflated_sharpe"].is_number()) << selection.dump();
+  for (const char* key : {"populations_seconds", "files_wait_seconds", "selection_seconds"})
+    EXPECT_TRUE(plan["timings"][key].is_number()) << key;
+}
+
 // Bad specifications exit 2, name the argument, and leave no sweep behind.
 // On a terminal (script(1) gives the command one) the sweep's bar and train's epoch line are
 // one status line, rewritten in place and cleared before each line of output; written to a

@@ -59,7 +59,7 @@ Command add_sweep(CLI::App& app) {
                 "--set, --seeds and --random add to it");
   c->add_option("--population", options->population,
                 "members trained together at most (default: as many as the device's free "
-                "memory holds, at most 64)")
+                "memory holds, at most 256, and under MPI enough populations for every rank)")
       ->check(whole_number());
   c->add_option("--pbo-blocks", options->pbo_blocks,
                 "row blocks of the validation window into which the probability of backtest "
@@ -153,6 +153,7 @@ Command add_sweep(CLI::App& app) {
         if (c->get_option(flag)->count() > 0)
           request.schedule_options.emplace_back(flag);
       }
+      request.ranks = static_cast<std::size_t>(dist::ranks().size);
       plan = sweep::plan_sweep(std::move(request));
     }
     dist::run_whole_sweep(space, plan, !options->resume.empty(), std::cerr);

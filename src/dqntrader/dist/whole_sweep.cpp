@@ -57,6 +57,9 @@ sweep::SweepPlan run_whole_sweep(const ExecSpace& space, const sweep::SweepPlan&
     plan.selection = sweep::selection_json(space, plan);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!plan.timings.is_object())
+      plan.timings = nlohmann::json::object();
+    plan.timings["selection_seconds"] = seconds;
     sweep::write_plan(plan);
     sweep::write_leaderboards(plan);
     sweep::print_leaders(plan, seconds, log);

@@ -1,5 +1,6 @@
 #include "dqntrader/eval/backtest_evaluator.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "dqntrader/core/error.hpp"
@@ -20,7 +21,10 @@ BacktestEvaluator::BacktestEvaluator(const ExecSpace& space, const data::Feature
     : m_space(space),
       m_window(window),
       m_parameter_count(nn::ParameterLayout(spec).size()),
-      m_policy(space, spec, config.precision, features, stats, max_policies, config.chunk_bars,
+      // Buffers for a chunk of at most the window's decisions: a short window's evaluator
+      // allocates (and first touches) what it uses, not chunk_bars' worth.
+      m_policy(space, spec, config.precision, features, stats, max_policies,
+               std::max<std::size_t>(1, std::min(config.chunk_bars, window.returns())),
                window.returns(), config.flat_index()),
       m_metrics(space, features.close(), config, window.returns()),
       m_results(Kokkos::view_alloc(space, std::string("dqntrader::eval::results")), max_policies),

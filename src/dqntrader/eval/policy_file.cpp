@@ -47,6 +47,10 @@ nlohmann::json metadata(const PolicyFile& p) {
 }  // namespace
 
 void write_policy(const std::string& path, const PolicyFile& policy) {
+  io::write_file_atomically(path, policy_bytes(policy));
+}
+
+std::string policy_bytes(const PolicyFile& policy) {
   const std::string meta = metadata(policy).dump();
   std::string out(magic, 8);
   put(out, version);
@@ -56,7 +60,7 @@ void write_policy(const std::string& path, const PolicyFile& policy) {
   out.append(reinterpret_cast<const char*>(policy.parameters.data()),
              policy.parameters.size() * sizeof(float));
   put(out, hash64(out.data(), out.size()));
-  io::write_file_atomically(path, out);
+  return out;
 }
 
 namespace {

@@ -32,6 +32,8 @@ bool same_evaluator(const PolicyFile& a, const PolicyFile& b);
 
 /// Writes atomically; throws Error on failure.
 void write_policy(const std::string& path, const PolicyFile& policy);
+/// The file's bytes, as write_policy writes them.
+std::string policy_bytes(const PolicyFile& policy);
 
 /// Reads and verifies (checksum, sizes, consistency); InputError for a bad file.
 PolicyFile read_policy(const std::string& path);

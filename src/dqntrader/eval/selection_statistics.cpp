@@ -38,14 +38,6 @@ struct Moments {
   double count, mean, m2;
 };
 
-// The summary of a's rows followed by b's (Chan, Golub and LeVeque's pairwise update).
-KOKKOS_INLINE_FUNCTION Moments merge(const Moments& a, const Moments& b) {
-  const double count = a.count + b.count;
-  const double delta = b.mean - a.mean;
-  return Moments{count, a.mean + delta * (b.count / count),
-                 a.m2 + b.m2 + delta * delta * (a.count * b.count / count)};
-}
-
 // The per-bar Sharpe ratio mean / std (count - 1); 0 where the rows do not vary.
 KOKKOS_INLINE_FUNCTION double sharpe_of(const Moments& m) {
   const double variance = m.m2 / (m.count - 1.0);
@@ -144,63 +136,107 @@ struct BlockMoments {
   }
 };
 
-// One split of CSCV a thread: its blocks (the split-th choice of blocks / 2 of the blocks in
-// lexicographic order) in sample, the others out of sample; the in-sample best candidate (the
-// first of equals), its out-of-sample rank among all (ties share the mean of their ranks) and
-// the logit of that rank over N + 1.
-struct Splits {
+// CSCV's splits in complementary pairs, a team a pair: split s (the s-th choice of blocks / 2
+// of the blocks in lexicographic order) and split C - 1 - s, whose in-sample blocks are the
+// first's out-of-sample ones. The team's threads summarise each candidate's two halves once
+// (its blocks merged in block order, as Chan, Golub and LeVeque's pairwise update), keeping the
+// two Sharpe ratios in team scratch; then, for each split of the pair, the in-sample best
+// candidate (the first of equals), its out-of-sample rank among all (ties share the mean of
+// their ranks) and the logit of that rank over N + 1. Every merge adds a block to k merged
+// ones, whose weights (k L and L rows) give factors that depend on k alone: computed once, in
+// the expressions the pairwise update takes, so that the results are those of merging one
+// block at a time. Work: C / 2 teams of N candidates x blocks merges, no division in a merge.
+struct SplitPairs {
+  using Scratch = Kokkos::View<double*, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   Kokkos::View<const double**, Kokkos::LayoutLeft, DeviceMemory> means, m2s;
   Column logit, in_sample, out_of_sample;  // per split: the logit, and the best's two SRs
-  std::size_t blocks, candidates;
-  double length;  // rows in a block
+  std::size_t blocks, candidates, splits;
+  double length;                                   // rows in a block
+  double share[kMostBlocks], spread[kMostBlocks];  // a merge's factors after k blocks
 
-  // The in- and out-of-sample Sharpe ratios of candidate n: its blocks' summaries merged in
-  // block order.
-  KOKKOS_INLINE_FUNCTION void sharpes(std::uint32_t chosen, std::size_t n, double& in,
-                                      double& out) const {
-    Moments m_in{0.0, 0.0, 0.0}, m_out{0.0, 0.0, 0.0};
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const Moments block{length, means(b, n), m2s(b, n)};
-      Moments& half = (chosen & (1u << b)) ? m_in : m_out;
-      half = half.count == 0.0 ? block : merge(half, block);
-    }
-    in = sharpe_of(m_in);
-    out = sharpe_of(m_out);
+  static std::size_t scratch_bytes(std::size_t candidates) {
+    return 2 * Scratch::shmem_size(candidates);
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t split) const {
+  // The choice of blocks of split s, a bit a block.
+  KOKKOS_INLINE_FUNCTION std::uint32_t chosen_blocks(std::uint64_t s) const {
     std::uint32_t chosen = 0;
-    std::uint64_t rest = split;
     std::size_t left = blocks / 2;
     for (std::size_t b = 0; b < blocks && left > 0; ++b) {
       const std::uint64_t with = binomial(blocks - b - 1, left - 1);
-      if (rest < with) {
+      if (s < with) {
         chosen |= 1u << b;
         --left;
       } else {
-        rest -= with;
+        s -= with;
       }
     }
-    double best_in = 0.0, best_out = 0.0;
-    for (std::size_t n = 0; n < candidates; ++n) {
-      double in, out;
-      sharpes(chosen, n, in, out);
-      if (n == 0 || in > best_in) {
-        best_in = in;
-        best_out = out;
+    return chosen;
+  }
+
+  // The Sharpe ratios of candidate n on the chosen blocks and on the others.
+  KOKKOS_INLINE_FUNCTION void halves(std::uint32_t chosen, std::size_t n, double& in,
+                                     double& out) const {
+    Moments half[2] = {{0.0, 0.0, 0.0}, {0.0, 0.0, 0.0}};
+    std::size_t merged[2] = {0, 0};
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const int h = (chosen & (1u << b)) ? 0 : 1;
+      const double mean = means(b, n), m2 = m2s(b, n);
+      Moments& m = half[h];
+      if (merged[h] == 0) {
+        m = Moments{length, mean, m2};
+      } else {
+        const double delta = mean - m.mean;
+        m = Moments{m.count + length, m.mean + delta * share[merged[h]],
+                    m.m2 + m2 + delta * delta * spread[merged[h]]};
       }
+      ++merged[h];
     }
+    in = sharpe_of(half[0]);
+    out = sharpe_of(half[1]);
+  }
+
+  // The split whose in-sample ratios are ins and out-of-sample ratios outs.
+  KOKKOS_INLINE_FUNCTION void one_split(const Member& team, const Scratch& ins, const Scratch& outs,
+                                        std::size_t split) const {
+    const std::int64_t n = static_cast<std::int64_t>(candidates);
+    double highest = 0.0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, n),
+        [&](const std::int64_t i, double& v) { v = ins(i) > v ? ins(i) : v; },
+        Kokkos::Max<double>(highest));
+    std::int64_t best = n;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, n),
+        [&](const std::int64_t i, std::int64_t& v) { v = ins(i) == highest && i < v ? i : v; },
+        Kokkos::Min<std::int64_t>(best));
+    if (best >= n)
+      best = 0;  // no ratio compares (NaN throughout): the first, as a sequential scan takes
+    const double best_out = outs(best);
     double below = 0.0, equal = 0.0;
-    for (std::size_t n = 0; n < candidates; ++n) {
-      double in, out;
-      sharpes(chosen, n, in, out);
-      below += out < best_out ? 1.0 : 0.0;
-      equal += out == best_out ? 1.0 : 0.0;
-    }
-    const double w = (below + 0.5 * (equal + 1.0)) / (static_cast<double>(candidates) + 1.0);
-    logit(split) = log(w / (1.0 - w));
-    in_sample(split) = best_in;
-    out_of_sample(split) = best_out;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, n),
+        [&](const std::int64_t i, double& v) { v += outs(i) < best_out ? 1.0 : 0.0; }, below);
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, n),
+        [&](const std::int64_t i, double& v) { v += outs(i) == best_out ? 1.0 : 0.0; }, equal);
+    Kokkos::single(Kokkos::PerTeam(team), [&] {
+      const double w = (below + 0.5 * (equal + 1.0)) / (static_cast<double>(candidates) + 1.0);
+      logit(split) = log(w / (1.0 - w));
+      in_sample(split) = highest;
+      out_of_sample(split) = best_out;
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::size_t s = static_cast<std::size_t>(team.league_rank());
+    const std::uint32_t chosen = chosen_blocks(s);
+    const Scratch first(team.team_scratch(1), candidates), second(team.team_scratch(1), candidates);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, candidates),
+                         [&](const std::size_t n) { halves(chosen, n, first(n), second(n)); });
+    team.team_barrier();
+    one_split(team, first, second, s);
+    one_split(team, second, first, splits - 1 - s);
   }
 };
 
@@ -363,9 +399,19 @@ SelectionStatistics selection_statistics(const ExecSpace& space, const ReturnMat
   Column logit(alloc("dqntrader::eval::selection::logits"), splits);
   Column in_sample(alloc("dqntrader::eval::selection::in_sample"), splits);
   Column out_of_sample(alloc("dqntrader::eval::selection::out_of_sample"), splits);
-  Kokkos::parallel_for(
-      "dqntrader::eval::selection::splits", Kokkos::RangePolicy<ExecSpace>(space, 0, splits),
-      Splits{means, m2s, logit, in_sample, out_of_sample, blocks, n, static_cast<double>(length)});
+  SplitPairs pairs{
+      means, m2s, logit, in_sample, out_of_sample, blocks, n, splits, static_cast<double>(length),
+      {},    {}};
+  for (std::size_t k = 1; k < blocks; ++k) {
+    // merge() of k merged blocks (count k L) and one more (count L).
+    const double merged = static_cast<double>(k) * pairs.length;
+    const double count = merged + pairs.length;
+    pairs.share[k] = pairs.length / count;
+    pairs.spread[k] = merged * pairs.length / count;
+  }
+  Policy policy(space, static_cast<int>(splits / 2), Kokkos::AUTO);
+  policy.set_scratch_size(1, Kokkos::PerTeam(SplitPairs::scratch_bytes(n)));
+  Kokkos::parallel_for("dqntrader::eval::selection::splits", policy, pairs);
   SplitTotals totals{};
   Kokkos::parallel_reduce("dqntrader::eval::selection::totals",
                           Kokkos::RangePolicy<ExecSpace>(space, 0, splits),

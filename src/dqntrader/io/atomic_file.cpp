@@ -173,4 +173,75 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   file.commit();
 }
 
+void write_files(const std::vector<FileWrite>& files) {
+  if (files.empty())
+    return;
+  // Removes the temporary files not renamed yet, whatever happens.
+  struct Pending {
+    std::vector<std::pair<std::string, std::string>> renames;  // temporary, target
+    ~Pending() {
+      for (const auto& [temporary, target] : renames)
+        ::unlink(temporary.c_str());
+    }
+  } pending;
+  auto write_all = [](int fd, const std::string& bytes, const std::string& path) {
+    const char* p = bytes.data();
+    std::size_t left = bytes.size();
+    while (left > 0) {
+      const ssize_t written = ::write(fd, p, left);
+      if (written < 0) {
+        if (errno == EINTR)
+          continue;
+        const int error = errno;
+        ::close(fd);
+        fail("cannot write", path, error);
+      }
+      p += written;
+      left -= static_cast<std::size_t>(written);
+    }
+    if (::close(fd) != 0)
+      fail("cannot close", path, errno);
+  };
+  int flush_fd = -1;  // a descriptor on the file system to flush
+  for (const FileWrite& f : files) {
+    if (f.append) {
+      const int fd = ::open(f.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0)
+        fail("cannot open for appending", f.path, errno);
+      write_all(fd, f.bytes, f.path);
+      continue;
+    }
+    const OutputPath target = resolve_output(f.path);
+    if (target.kind != OutputKind::replace) {
+      write_file_atomically(f.path, f.bytes);  // written through as it stands
+      continue;
+    }
+    const std::string temporary = target.path + ".tmp-" + std::to_string(::getpid()) + "-" +
+                                  std::to_string(g_counter.fetch_add(1));
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+      fail("cannot create", temporary, errno);
+    pending.renames.emplace_back(temporary, target.path);
+    write_all(fd, f.bytes, temporary);
+  }
+  const std::string& any = files.front().path;
+  flush_fd = ::open(directory_of(any).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (flush_fd < 0)
+    fail("cannot open directory", directory_of(any), errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{flush_fd};
+  if (::syncfs(flush_fd) != 0)
+    fail("cannot flush the file system of", any, errno);
+  for (auto& [temporary, target] : pending.renames) {
+    if (::rename(temporary.c_str(), target.c_str()) != 0)
+      fail("cannot rename onto", target, errno);
+    temporary.clear();
+  }
+  pending.renames.clear();
+  if (::syncfs(flush_fd) != 0)
+    fail("cannot flush the file system of", any, errno);
+}
+
 }  // namespace dqntrader::io

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace dqntrader::io {
 
@@ -60,5 +61,19 @@ class AtomicFile {
 /// The whole content in one atomic replacement of path (written through where path is a FIFO
 /// or a character device).
 void write_file_atomically(const std::string& path, const std::string& content);
+
+/// One file of a batch: its whole content (replacing the file atomically), or a line to append.
+struct FileWrite {
+  std::string path;
+  std::string bytes;
+  bool append = false;
+};
+
+/// Many small files at once (a population's records and policies): each replacement written
+/// to its temporary file and each append to its file, the file system flushed to disk once
+/// (syncfs), the replacements renamed over their files, and the file system flushed again:
+/// each file whole or as it was, for two flushes where a file at a time takes two each. Error
+/// naming the file and the reason on the first failure (temporary files removed).
+void write_files(const std::vector<FileWrite>& files);
 
 }  // namespace dqntrader::io

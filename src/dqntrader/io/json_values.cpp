@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/hash.hpp"
 #include "dqntrader/io/input_file.hpp"
 
 namespace dqntrader::io {
@@ -94,6 +95,13 @@ nlohmann::json read_json_file(const std::string& path) {
                          (quote == std::string::npos ? what : what.substr(quote)) +
                          " is out of the range of a double");
   }
+}
+
+nlohmann::json content_record(const std::string& bytes) {
+  char checksum[32];
+  std::snprintf(checksum, sizeof checksum, "%016llx",
+                static_cast<unsigned long long>(hash64(bytes.data(), bytes.size())));
+  return {{"bytes", bytes.size()}, {"checksum", checksum}};
 }
 
 }  // namespace dqntrader::io

@@ -32,4 +32,8 @@ std::string metric_text(const nlohmann::json& value);
 /// A JSON file, parsed; InputError naming the file when it cannot be opened or is not JSON.
 nlohmann::json read_json_file(const std::string& path);
 
+/// What a sweep records of a member's file to notice it changed: {"bytes", "checksum"} (XXH64,
+/// 16 hexadecimal digits) of its content.
+nlohmann::json content_record(const std::string& bytes);
+
 }  // namespace dqntrader::io

@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,18 @@ class MemberBuffers {
   void add_blocks(const std::string& name, const Kokkos::View<T*, DeviceMemory>& view) {
     add(name, view, 0);
   }
+  /// A buffer of one block of equal size per member, written from its start: of member m's
+  /// block only the first written(m) values (at most the block) were ever written, the rest is
+  /// zero. It is saved as those prefixes alone, back to back in member order, and loaded into
+  /// zeros; written must be a buffer of the list too. A section that holds every block whole
+  /// (what was saved before prefixes were) loads as it is.
+  template <class T>
+  void add_prefixes(const std::string& name, const Kokkos::View<T*, DeviceMemory>& view,
+                    const Kokkos::View<std::int64_t*, DeviceMemory>& written) {
+    add(name, view, 0);
+    m_buffers.back().value_bytes = sizeof(T);
+    m_buffers.back().written = Written(written.data(), written.extent(0));
+  }
 
   /// Appends one section per buffer, in the order they were added.
   void save(std::vector<Section>& out) const;
@@ -46,17 +59,26 @@ class MemberBuffers {
   // The list refers to a buffer's bytes without holding its memory: the buffers' owners keep
   // them while the list is used.
   using Bytes = Kokkos::View<char*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using Written =
+      Kokkos::View<std::int64_t*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   struct Buffer {
     std::string name;
     Bytes bytes;
     std::size_t stride;  // bytes from one member's vector to the next; 0: equal blocks
+    // Prefix buffers (add_prefixes) alone: the values written per member, a value's bytes.
+    Written written;
+    std::size_t value_bytes = 0;
   };
+  // Each member's bytes of a prefix buffer that hold what was written, read from the device.
+  std::vector<std::size_t> prefix_bytes(const Buffer& b) const;
+  // The bytes of a buffer's section: whole, or its members' prefixes.
+  std::string section_bytes(const Buffer& b) const;
 
   template <class T>
   void add(const std::string& name, const Kokkos::View<T*, DeviceMemory>& view,
            std::size_t stride) {
-    m_buffers.push_back(
-        {name, Bytes(reinterpret_cast<char*>(view.data()), view.span() * sizeof(T)), stride});
+    m_buffers.push_back({name, Bytes(reinterpret_cast<char*>(view.data()), view.span() * sizeof(T)),
+                         stride, Written(), 0});
   }
 
   std::size_t m_members;

@@ -40,11 +40,13 @@ ReplayBuffer::ReplayBuffer(const ExecSpace& space,
 }
 
 void ReplayBuffer::add_buffers(io::MemberBuffers& buffers) const {
-  buffers.add_blocks("replay_bar", m_ring.bar);
-  buffers.add_blocks("replay_position", m_ring.position);
-  buffers.add_blocks("replay_action", m_ring.action);
-  buffers.add_blocks("replay_reward", m_ring.reward);
-  buffers.add_blocks("replay_last", m_ring.last);
+  // A ring is written from its first slot on (logical index L at slot L % capacity): what a
+  // member's total has not reached yet is zero, and only the slots written are saved.
+  buffers.add_prefixes("replay_bar", m_ring.bar, m_total);
+  buffers.add_prefixes("replay_position", m_ring.position, m_total);
+  buffers.add_prefixes("replay_action", m_ring.action, m_total);
+  buffers.add_prefixes("replay_reward", m_ring.reward, m_total);
+  buffers.add_prefixes("replay_last", m_ring.last, m_total);
   buffers.add_blocks("replay_total", m_total);
 }
 

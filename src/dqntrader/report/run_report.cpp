@@ -71,6 +71,8 @@ std::vector<EpochPoint> read_epochs(const std::string& dir) {
   std::map<long long, double> seconds;
   const std::string timings = dir + "/timings.jsonl";
   for (const auto& [line, record] : read_json_lines(timings)) {
+    if (record.contains("run"))
+      continue;  // the run's phases, after its epochs
     seconds[static_cast<long long>(json_value(record, "epoch", timings, line))] =
         json_value(record, "train_seconds", timings, line) +
         json_value(record, "validation_seconds", timings, line);

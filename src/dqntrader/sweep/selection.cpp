@@ -42,6 +42,9 @@ nlohmann::json logit_histogram(const std::vector<double>& logits) {
   return out;
 }
 
+// The most policies one evaluation takes at once: a population's most members.
+constexpr std::size_t kPoliciesAtOnce = 64;
+
 nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   std::vector<Candidate> candidates;
   for (const MemberPlan& m : plan.members) {
@@ -77,7 +80,7 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   for (Candidate& c : candidates) {
     const std::string path = plan.directory + "/" + plan.members[c.member].run + "/best.dqnpolicy";
     c.policy = eval::read_policy(path);
-    train::check_same_data(data, path);
+    train::check_same_data(data, c.policy, path);
     const train::RunWindows w =
         train::split_windows(member_config(plan, c.member), data.bars.size(),
                              data.validation.size(), c.policy.features.warmup());
@@ -88,7 +91,9 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   j["window"] = {
       {"first_bar", window.begin}, {"last_bar", window.end - 1}, {"returns", window.returns()}};
 
-  // One column a candidate, those that share an evaluator side by side, filled in one pass.
+  // One column a candidate, those that share an evaluator side by side: each group's features
+  // once, its policies in batches of at most kPoliciesAtOnce (the evaluator's buffers grow
+  // with the policies it takes at once; a sweep may hold thousands).
   eval::ReturnMatrix returns(
       Kokkos::view_alloc(space, std::string("dqntrader::sweep::selection_returns")),
       window.returns(), candidates.size());
@@ -98,26 +103,31 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
     if (done[k])
       continue;
     std::vector<std::size_t> group;
-    std::vector<float> rows;
     for (std::size_t i = k; i < candidates.size(); ++i) {
       if (!done[i] && eval::same_evaluator(candidates[k].policy, candidates[i].policy)) {
         done[i] = true;
         group.push_back(i);
         candidates[i].column = column++;
-        rows.insert(rows.end(), candidates[i].policy.parameters.begin(),
-                    candidates[i].policy.parameters.end());
       }
     }
     const eval::PolicyFile& policy = candidates[k].policy;
     const data::FeatureSet features(space, bars, policy.features);
+    const std::size_t batch = std::min(group.size(), kPoliciesAtOnce);
     eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,
-                                      train::backtest_config(config, policy.positions),
-                                      group.size());
-    const auto device = upload(space, rows, "dqntrader::sweep::selection_policies");
-    evaluator.enqueue_returns(
-        eval::parameter_rows(device.data(), group.size(), policy.parameters.size()), returns,
-        candidates[k].column);
-    compat::fence(space, "dqntrader::sweep: the group's evaluator goes out of scope");
+                                      train::backtest_config(config, policy.positions), batch);
+    for (std::size_t first = 0; first < group.size(); first += batch) {
+      const std::size_t count = std::min(batch, group.size() - first);
+      std::vector<float> rows;
+      for (std::size_t i = first; i < first + count; ++i) {
+        const std::vector<float>& p = candidates[group[i]].policy.parameters;
+        rows.insert(rows.end(), p.begin(), p.end());
+      }
+      const auto device = upload(space, rows, "dqntrader::sweep::selection_policies");
+      evaluator.enqueue_returns(
+          eval::parameter_rows(device.data(), count, policy.parameters.size()), returns,
+          candidates[group[first]].column);
+      compat::fence(space, "dqntrader::sweep: the batch's parameters go out of scope");
+    }
   }
   std::size_t winner_column = 0;
   nlohmann::json members = nlohmann::json::array();

@@ -167,11 +167,8 @@ nlohmann::json file_record(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return nullptr;
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  char checksum[32];
-  std::snprintf(checksum, sizeof checksum, "%016llx",
-                static_cast<unsigned long long>(hash64(bytes.data(), bytes.size())));
-  return {{"bytes", bytes.size()}, {"checksum", checksum}};
+  return io::content_record(
+      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
 }
 
 constexpr const char* kMemberFiles[] = {"config.json", "metrics.jsonl", "best.dqnpolicy",
@@ -179,12 +176,12 @@ constexpr const char* kMemberFiles[] = {"config.json", "metrics.jsonl", "best.dq
 
 }  // namespace
 
-nlohmann::json member_files(const std::string& run_directory) {
+nlohmann::json member_files(const train::RunResult& result) {
   nlohmann::json files = nlohmann::json::object();
   for (const char* name : kMemberFiles) {
-    const nlohmann::json record = file_record(run_directory + "/" + name);
-    if (!record.is_null())
-      files[name] = record;
+    const auto written = result.files.find(name);
+    if (written != result.files.end())
+      files[name] = io::content_record(written->second);
   }
   return files;
 }
@@ -229,6 +226,7 @@ MemberResult member_result(const train::RunResult& result) {
     r.test = eval::to_json(result.test->best);
   r.failure = result.failure;
   r.schedule = result.schedule;
+  r.phases = result.phases;
   return r;
 }
 
@@ -267,6 +265,8 @@ nlohmann::json plan_json(const SweepPlan& plan) {
     j["test_fingerprint"] = plan.test_fingerprint;
   if (!plan.selection.is_null())
     j["selection"] = plan.selection;
+  if (!plan.timings.is_null())
+    j["timings"] = plan.timings;
   return j;
 }
 
@@ -297,6 +297,7 @@ SweepPlan plan_from_json(const nlohmann::json& j, const std::string& directory,
     plan.pbo_blocks = j.value("pbo_blocks", std::size_t{16});
     plan.schedule = schedule_from_json(j.value("schedule", nlohmann::json()), path);
     plan.selection = j.value("selection", nlohmann::json());
+    plan.timings = j.value("timings", nlohmann::json());
     plan.data_fingerprint = j.value("data_fingerprint", std::string());
     plan.test_fingerprint = j.value("test_fingerprint", std::string());
     for (const auto& c : j.at("combinations")) {

@@ -43,6 +43,8 @@ struct MemberResult {
   // What the sweep's schedule did to it, by epoch (train::RunResult::schedule): whom it copied
   // and its settings after, or that it stopped; empty without a schedule.
   nlohmann::json schedule = nlohmann::json::array();
+  // Where its population's time went (where this process ran it; not kept in sweep.json).
+  train::RunPhases phases;
 };
 
 struct MemberPlan {
@@ -76,6 +78,9 @@ struct SweepPlan {
   // The selection statistics over the members' best policies (selection_json), once every
   // population has finished; null before.
   nlohmann::json selection;
+  // Where the sweep's time went, once it ended: populations, the wait for their files, the
+  // selection statistics, the end (null before).
+  nlohmann::json timings;
 };
 
 /// Plans a sweep of every combination of space times every seed (the base's seed when it
@@ -101,8 +106,9 @@ MemberResult member_result(const train::RunResult& result);
 
 /// The files of a finished member's run directory that the leaderboards and reports read
 /// (config.json, metrics.jsonl, best.dqnpolicy, last.dqnpolicy, final_metrics.json), each
-/// that exists with its size and checksum.
-nlohmann::json member_files(const std::string& run_directory);
+/// that its run wrote with its size and checksum, from the run's result (what the run wrote
+/// into them, which may still be on its way to the disk).
+nlohmann::json member_files(const train::RunResult& result);
 
 /// Reopens every finished population of plan one of whose members' files (as recorded) is
 /// missing or changed: it will run again (resuming from its checkpoints, or from the start),

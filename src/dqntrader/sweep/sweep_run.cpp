@@ -9,6 +9,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/status_line.hpp"
+#include "dqntrader/io/background_writer.hpp"
 #include "dqntrader/io/json_values.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
@@ -16,6 +17,14 @@
 #include "dqntrader/train/training_run.hpp"
 
 namespace dqntrader::sweep {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
 
 std::function<std::vector<train::ScheduleStep>(std::size_t, const std::vector<double>&,
                                                const std::vector<bool>&, train::DqnTrainer&)>
@@ -47,7 +56,7 @@ population_schedule(const SweepPlan& plan, std::size_t p) {
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
     const std::function<void(std::size_t, std::size_t)>& on_epoch,
-    const std::function<bool()>& interrupted) {
+    const std::function<bool()>& interrupted, io::BackgroundWriter* writer) {
   const PopulationPlan& population = plan.populations.at(p);
   std::vector<train::TrainConfig> members;
   for (std::size_t id : population.members)
@@ -56,6 +65,7 @@ std::vector<MemberResult> run_planned_population(
   options.checkpoints = plan.directory + "/" + population.checkpoints;
   options.on_epoch = on_epoch;
   options.interrupted = interrupted;
+  options.writer = writer;
   if (plan.schedule.kind != "none")
     options.schedule = population_schedule(plan, p);
   train::ResumeOptions resume;
@@ -74,6 +84,8 @@ std::vector<MemberResult> run_planned_population(
       // settings): the population trains again from the start, which gives what an
       // uninterrupted run of its settings gives, and its members' results say why.
       restarted = e.what();
+      if (writer != nullptr)
+        writer->wait();  // what the failed run handed over, before its checkpoints go
       for (const std::string& checkpoint : train::checkpoint_paths(options.checkpoints))
         std::filesystem::remove(checkpoint);
       resume.resume = false;
@@ -91,7 +103,7 @@ std::vector<MemberResult> run_planned_population(
       out.push_back(member_result(results[i]));
       out.back().restarted = restarted;
       out.back().skipped = skipped;
-      out.back().files = member_files(members[i].out);
+      out.back().files = member_files(results[i]);
     }
   } catch (const InputError& e) {
     // The population cannot train (its data or settings): its members fail, the sweep goes on.
@@ -157,18 +169,24 @@ std::string population_line(const SweepPlan& plan, std::size_t p, double seconds
 }  // namespace
 
 std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results,
-                   double seconds) {
+                   double seconds, io::BackgroundWriter* writer) {
   PopulationPlan& population = plan.populations.at(p);
   for (std::size_t i = 0; i < population.members.size(); ++i)
     plan.members.at(population.members[i]).result = results.at(i);
   population.finished = true;
-  write_plan(plan);
+  if (writer != nullptr)
+    writer->submit([written = plan] { write_plan(written); });
+  else
+    write_plan(plan);
   return population_line(plan, p, seconds);
 }
 
 void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log,
                const std::function<bool()>& interrupted) {
+  // The populations' files and sweep.json reach the disk while the next population trains.
+  io::BackgroundWriter writer;
   StatusLine status(log);
+  const auto sweep_start = std::chrono::steady_clock::now();
   std::size_t members_done = 0;
   for (const PopulationPlan& q : plan.populations)
     members_done += q.finished ? q.members.size() : 0;
@@ -192,14 +210,19 @@ void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log,
     };
     bar(0, 1);
     const std::vector<MemberResult> results =
-        run_planned_population(space, plan, p, bar, interrupted);
+        run_planned_population(space, plan, p, bar, interrupted, &writer);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string line = record(plan, p, results, seconds);
+    const std::string line = record(plan, p, results, seconds, &writer);
     members_done += size;
     status.clear();
-    log << line << "\n";
+    log << line << "\n  " << train::phases_line(results.front().phases) << "\n";
   }
+  const double populations = seconds_since(sweep_start);
+  const double waited = writer.wait();
+  log << "the populations' files written: waited " << io::format_fixed(waited, 2)
+      << " s for them after " << io::format_fixed(populations, 2) << " s of populations\n";
+  plan.timings = {{"populations_seconds", populations}, {"files_wait_seconds", waited}};
   write_leaderboards(plan);
 }
 

@@ -14,6 +14,10 @@
 #include "dqntrader/sweep/sweep_plan.hpp"
 #include "dqntrader/train/training_run.hpp"
 
+namespace dqntrader::io {
+class BackgroundWriter;
+}
+
 namespace dqntrader::sweep {
 
 /// The schedule of population p of plan (plan.schedule, which must not be none), as
@@ -27,19 +31,21 @@ population_schedule(const SweepPlan& plan, std::size_t p);
 
 /// Trains population p of plan (continuing from its checkpoints when it has any) and returns
 /// its members' results, in the population's member order. Writes only the members' run
-/// directories and the population's checkpoints; on_epoch (if given) after each epoch. A
-/// population that cannot train (InputError: its data or settings) gives every member the
-/// status failed, with the message; device and file-system failures are thrown.
+/// directories and the population's checkpoints: through writer when given (they may still be
+/// on their way to the disk when it returns), else before it returns; on_epoch (if given) after
+/// each epoch. A population that cannot train (InputError: its data or settings) gives every
+/// member the status failed, with the message; device and file-system failures are thrown.
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
     const std::function<void(std::size_t epoch, std::size_t epochs)>& on_epoch = {},
-    const std::function<bool()>& interrupted = {});
+    const std::function<bool()>& interrupted = {}, io::BackgroundWriter* writer = nullptr);
 
 /// Records population p's results in plan (its members' entries; the population finished),
-/// writes sweep.json and returns the line about it: its members, how they ended, its best
-/// member and the seconds it took.
+/// writes sweep.json (through writer when given: after what was handed to it before) and
+/// returns the line about it: its members, how they ended, its best member and the seconds it
+/// took.
 std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results,
-                   double seconds);
+                   double seconds, io::BackgroundWriter* writer = nullptr);
 
 /// Runs every population of plan that has not finished, in order, on space: sweep.json after
 /// each, the leaderboards at the end; a progress bar on a terminal (log being std::cerr) and

@@ -18,7 +18,10 @@ namespace dqntrader::sweep {
 
 namespace {
 
-constexpr std::size_t kMostMembers = 64;
+// The most members a population takes by itself: the learning step is faster per member up
+// to 256 at least (docs/BENCHMARKS.md, "The fused learning step"), and a population's fixed
+// costs (its set-up, baselines, test window) are shared by more members.
+constexpr std::size_t kMostMembers = 256;
 
 }  // namespace
 
@@ -74,8 +77,12 @@ SweepPlan plan_sweep(SweepRequest request) {
   std::size_t most = request.population.value_or(0);
   if (request.population && most == 0)
     throw InputError("--population 0: a population has at least one member");
-  if (most == 0) {
-    const std::size_t bytes = train::member_bytes(base, count);
+  const bool sized_by_memory = most == 0;
+  if (sized_by_memory) {
+    const train::RunWindows windows =
+        train::split_windows(base, data.bars.size(), data.validation.size(),
+                             data::resolve_features(features, data.bars).warmup());
+    const std::size_t bytes = train::member_bytes(base, count, windows.val_end - windows.val_begin);
     most = std::clamp<std::size_t>(exec::free_memory() / 10 * 8 / std::max<std::size_t>(bytes, 1),
                                    1, kMostMembers);
   }
@@ -94,6 +101,12 @@ SweepPlan plan_sweep(SweepRequest request) {
       throw InputError(option + " applies to --schedule " + kind);
   }
   SweepPlan plan = make_plan(base, space, base.out, most);
+  if (sized_by_memory && request.ranks > 1) {
+    // Populations enough for every rank to take one.
+    const std::size_t share = (plan.members.size() + request.ranks - 1) / request.ranks;
+    if (share < most)
+      plan = make_plan(base, space, base.out, std::max<std::size_t>(share, 1));
+  }
   plan.pbo_blocks = request.pbo_blocks;
   plan.schedule = schedule;
   for (const PopulationPlan& p : plan.populations)

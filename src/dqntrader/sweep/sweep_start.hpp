@@ -26,6 +26,7 @@ struct SweepRequest {
   std::optional<std::size_t> random;  // draws instead of the grid
   std::optional<std::uint64_t> random_seed;
   std::optional<std::size_t> population;  // members trained together at most; none: as memory holds
+  std::size_t ranks = 1;  // the processes that will share the populations (MPI ranks)
   std::size_t pbo_blocks = 16;
   ScheduleSettings schedule;
   std::optional<std::string> perturb;  // pbt's two factors, "0.8,1.2"

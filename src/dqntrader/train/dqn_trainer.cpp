@@ -714,7 +714,8 @@ class EngineImpl final : public DqnTrainer::Engine {
 
 }  // namespace
 
-std::size_t member_bytes(const TrainConfig& c, std::size_t features) {
+std::size_t member_bytes(const TrainConfig& c, std::size_t features,
+                         std::size_t validation_returns) {
   nn::NetworkSpec spec;
   spec.features = features;
   spec.hidden = c.hidden;
@@ -725,7 +726,9 @@ std::size_t member_bytes(const TrainConfig& c, std::size_t features) {
   for (std::size_t w : c.hidden)
     widths += (w + 8) / 8 * 8;
   const std::size_t rows = 2 * c.batch_size + c.environments;
-  const std::size_t probe_rows = 8 * c.probe_batch;  // up to seven feature groups and the states
+  // The probe's states and one variant a feature group: at most four groups (returns,
+  // volatility, ofi, extra columns: data::FeatureSpec::groups).
+  const std::size_t probe_rows = 5 * c.probe_batch;
   const std::size_t max_rows = std::max(rows, probe_rows);
   const std::size_t common = 9 * p * 4                 // parameters, optimizer, guard
                              + 2 * p * value           // working copies
@@ -733,8 +736,9 @@ std::size_t member_bytes(const TrainConfig& c, std::size_t features) {
                              + 2 * max_rows * (spec.state_size() + 8) * value  // states
                              + max_rows * widths * value  // the online network's activations
                              + max_rows * widths * value  // layer gradients
-                             + probe_rows * spec.state_size() * value       // the probe's states
-                             + c.chunk_bars * spec.positions * widths * 4;  // validation's
+                             + probe_rows * spec.state_size() * value  // the probe's states
+                             + std::min(c.chunk_bars, validation_returns) * spec.positions *
+                                   widths * 4;  // validation's chunk of the window
   // What each learning path takes beside (auto: either).
   const std::size_t products = common + learning_step_bytes(LearningPath::products, spec,
                                                             c.precision, c.batch_size, max_rows);

@@ -76,11 +76,13 @@ RunWindows split_windows(const TrainConfig& config, std::size_t bars, std::size_
                          std::size_t warmup);
 
 /// The device memory one member of a population of config's shape takes, for a network of
-/// `features` features: its parameters, optimizer and guard state, replay ring, states,
-/// activations and gradients, probe states and its share of validation. An upper bound of what
-/// the trainer allocates per member (on OpenMP, tests/test_population.cpp measures its peak),
-/// by which a sweep sizes its populations.
-std::size_t member_bytes(const TrainConfig& config, std::size_t features);
+/// `features` features validated on `validation_returns` bar returns: its parameters,
+/// optimizer and guard state, replay ring, states, activations and gradients, probe states and
+/// its share of validation (a chunk of at most the window). An upper bound of what the trainer
+/// allocates per member (on OpenMP, tests/test_population.cpp measures its peak), by which a
+/// sweep sizes its populations.
+std::size_t member_bytes(const TrainConfig& config, std::size_t features,
+                         std::size_t validation_returns);
 
 class DqnTrainer {
  public:

@@ -18,24 +18,6 @@
 
 namespace dqntrader::train {
 
-namespace {
-
-// Appends one line and flushes it to disk: a record is in metrics.jsonl whole or not at all
-// (an interrupted write leaves at most a partial last line, which readers skip).
-void append_line(const std::string& path, const std::string& line) {
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (f == nullptr)
-    throw Error("cannot open '" + path + "' for appending: " + std::strerror(errno));
-  const bool ok =
-      std::fputs((line + "\n").c_str(), f) >= 0 && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  const int error = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed)
-    throw Error("cannot write '" + path + "': " + std::strerror(error));
-}
-
-}  // namespace
-
 MemberRun::MemberRun(const TrainConfig& settings) : config(settings), dir(settings.out + "/") {
   result.best_sharpe = -std::numeric_limits<double>::infinity();
   if (!config.inject_fault.empty()) {
@@ -45,18 +27,28 @@ MemberRun::MemberRun(const TrainConfig& settings) : config(settings), dir(settin
   }
 }
 
-void MemberRun::write_best(const DqnTrainer& trainer, std::uint64_t fingerprint) const {
+void MemberRun::replace(const std::string& name, std::string bytes) {
+  result.files[name] = bytes;
+  m_writes.push_back({dir + name, std::move(bytes), false});
+}
+
+void MemberRun::append(const std::string& name, const std::string& bytes) {
+  result.files[name] += bytes;
+  m_writes.push_back({dir + name, bytes, true});
+}
+
+void MemberRun::write_best(const DqnTrainer& trainer, std::uint64_t fingerprint) {
   eval::PolicyFile best = trainer.policy(best_parameters);
   best.info = {{"epoch", result.best_epoch},
                {"validation_sharpe", io::json_number(result.best_sharpe)},
                {"data_fingerprint", fingerprint_text(fingerprint)}};
-  eval::write_policy(dir + "best.dqnpolicy", best);
+  replace("best.dqnpolicy", eval::policy_bytes(best));
 }
 
-void MemberRun::write_last(const DqnTrainer& trainer, std::uint64_t fingerprint) const {
+void MemberRun::write_last(const DqnTrainer& trainer, std::uint64_t fingerprint) {
   eval::PolicyFile last = trainer.policy(last_parameters);
   last.info = {{"epoch", result.epochs}, {"data_fingerprint", fingerprint_text(fingerprint)}};
-  eval::write_policy(dir + "last.dqnpolicy", last);
+  replace("last.dqnpolicy", eval::policy_bytes(last));
 }
 
 void MemberRun::close(const DqnTrainer& trainer, std::size_t m, std::uint64_t fingerprint) {
@@ -66,7 +58,7 @@ void MemberRun::close(const DqnTrainer& trainer, std::size_t m, std::uint64_t fi
 }
 
 void MemberRun::write_final_metrics(const std::vector<Baseline>& baselines, std::size_t val_begin,
-                                    std::size_t val_end) const {
+                                    std::size_t val_end) {
   nlohmann::json final_metrics = eval::to_json(result.best);
   nlohmann::json kept = nlohmann::json::object();
   for (const Baseline& b : baselines)
@@ -75,7 +67,7 @@ void MemberRun::write_final_metrics(const std::vector<Baseline>& baselines, std:
   final_metrics["validation_window"] = {{"first_bar", val_begin}, {"last_bar", val_end - 1}};
   if (result.test)
     final_metrics["test"] = to_json(*result.test);
-  io::write_file_atomically(dir + "final_metrics.json", final_metrics.dump(2) + "\n");
+  replace("final_metrics.json", final_metrics.dump(2) + "\n");
 }
 
 nlohmann::json MemberRun::end_epoch(const EpochReport& r, DqnTrainer& trainer, std::size_t m,
@@ -127,7 +119,7 @@ nlohmann::json MemberRun::end_epoch(const EpochReport& r, DqnTrainer& trainer, s
                              {"guard_restores_this_epoch", r.restores},
                              {"loss", io::json_number(r.loss)},
                              {"last_good_checkpoint", kept.empty() ? "" : kept.front()}};
-    io::write_file_atomically(dir + "fault_report.json", report.dump(2) + "\n");
+    replace("fault_report.json", report.dump(2) + "\n");
     result.failed = true;
     result.failure = "training stopped: " + std::to_string(r.consecutive_faults) +
                      " consecutive faulty steps (non-finite gradients skipped or guard "
@@ -160,19 +152,21 @@ nlohmann::json MemberRun::end_epoch(const EpochReport& r, DqnTrainer& trainer, s
 }
 
 void MemberRun::write_records(const nlohmann::json& record, const EpochReport& r,
-                              const std::optional<double>& schedule_seconds) {
-  const std::string line = record.dump();
-  append_line(dir + "metrics.jsonl", line);
-  metrics_text += line + "\n";
+                              const std::optional<double>& schedule_seconds,
+                              const nlohmann::json& timings) {
+  const std::string line = record.dump() + "\n";
+  append("metrics.jsonl", line);
+  metrics_text += line;
   count(record);
   nlohmann::json times = {{"epoch", r.epoch},
                           {"train_seconds", r.train_seconds},
                           {"validation_seconds", r.validation_seconds}};
   if (schedule_seconds)
     times["schedule_seconds"] = *schedule_seconds;
-  const std::string timing = times.dump();
-  append_line(dir + "timings.jsonl", timing);
-  timings_text += timing + "\n";
+  times.update(timings);
+  const std::string timing = times.dump() + "\n";
+  append("timings.jsonl", timing);
+  timings_text += timing;
 }
 
 void MemberRun::count(const nlohmann::json& record) {

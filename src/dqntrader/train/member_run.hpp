@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/run_checkpoint.hpp"
 #include "dqntrader/train/training_run.hpp"
@@ -18,6 +20,14 @@ namespace dqntrader::train {
 
 struct MemberRun {
   explicit MemberRun(const TrainConfig& settings);
+
+  /// The files it wrote since the last take (records, policies, final metrics), in order: its
+  /// population writes them beside its next steps (io::write_files). Their content is in
+  /// result.files as soon as they are given.
+  std::vector<io::FileWrite> take_writes() { return std::exchange(m_writes, {}); }
+  /// Replaces the file name of its run directory by bytes, or appends them to it.
+  void replace(const std::string& name, std::string bytes);
+  void append(const std::string& name, const std::string& bytes);
 
   TrainConfig config;
   std::string dir;  // its run directory, with a trailing '/'
@@ -45,18 +55,18 @@ struct MemberRun {
                            const std::string& checkpoints, std::size_t epochs,
                            std::uint64_t fingerprint, std::ostream& log);
   /// The epoch's lines of metrics.jsonl and timings.jsonl (with a schedule, the seconds its
-  /// decision took), flushed to disk, and the record counted.
+  /// decision took; the epoch's other phases, timings), and the record counted.
   void write_records(const nlohmann::json& record, const EpochReport& r,
-                     const std::optional<double>& schedule_seconds);
+                     const std::optional<double>& schedule_seconds, const nlohmann::json& timings);
   /// It takes no more steps: its parameters now (member m's) are its last, kept and written.
   void close(const DqnTrainer& trainer, std::size_t m, std::uint64_t fingerprint);
   /// Its best.dqnpolicy and last.dqnpolicy as they stand.
-  void write_best(const DqnTrainer& trainer, std::uint64_t fingerprint) const;
-  void write_last(const DqnTrainer& trainer, std::uint64_t fingerprint) const;
+  void write_best(const DqnTrainer& trainer, std::uint64_t fingerprint);
+  void write_last(const DqnTrainer& trainer, std::uint64_t fingerprint);
   /// final_metrics.json: the best policy's validation metrics, the baselines', the validation
   /// window and, with a test window, what the test window showed.
   void write_final_metrics(const std::vector<Baseline>& baselines, std::size_t val_begin,
-                           std::size_t val_end) const;
+                           std::size_t val_end);
   /// Fails it when it took gradient steps and never a finite one (its learning rate or rewards
   /// overflow): it learned nothing, so it did not finish.
   void fail_if_it_never_learned();
@@ -67,6 +77,7 @@ struct MemberRun {
 
  private:
   void count(const nlohmann::json& record);
+  std::vector<io::FileWrite> m_writes;
 };
 
 }  // namespace dqntrader::train

@@ -133,7 +133,11 @@ std::string fingerprint_text(std::uint64_t fingerprint) {
 }
 
 void check_same_data(const RunData& data, const std::string& policy_path) {
-  const eval::PolicyFile policy = eval::read_policy(policy_path);
+  check_same_data(data, eval::read_policy(policy_path), policy_path);
+}
+
+void check_same_data(const RunData& data, const eval::PolicyFile& policy,
+                     const std::string& policy_path) {
   if (!policy.info.contains("data_fingerprint") ||
       policy.info["data_fingerprint"] != fingerprint_text(data.fingerprint)) {
     throw InputError(

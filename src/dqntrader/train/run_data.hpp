@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dqntrader/data/bars.hpp"
+#include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::train {
@@ -47,7 +48,9 @@ void refuse_inputs_among_outputs(const TrainConfig& config, const std::string& d
 std::string fingerprint_text(std::uint64_t fingerprint);
 
 /// InputError unless data is what the policy file at policy_path (best.dqnpolicy or
-/// last.dqnpolicy of a run) was trained on.
+/// last.dqnpolicy of a run) was trained on; the second form takes the file read already.
 void check_same_data(const RunData& data, const std::string& policy_path);
+void check_same_data(const RunData& data, const eval::PolicyFile& policy,
+                     const std::string& policy_path);
 
 }  // namespace dqntrader::train

@@ -15,6 +15,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
@@ -28,6 +29,7 @@
 #include "dqntrader/eval/path_evaluator.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/background_writer.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/io/json_values.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
@@ -36,6 +38,33 @@
 #include "dqntrader/train/run_checkpoint.hpp"
 
 namespace dqntrader::train {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Runs work, adding the seconds it took to phase (also when it throws).
+template <class Work>
+void timed(double& phase, Work&& work) {
+  struct Add {
+    double& phase;
+    std::chrono::steady_clock::time_point start;
+    ~Add() { phase += seconds_since(start); }
+  } add{phase, std::chrono::steady_clock::now()};
+  work();
+}
+
+// The seconds work took.
+template <class Work>
+double timed_seconds(Work&& work) {
+  double seconds = 0.0;
+  timed(seconds, std::forward<Work>(work));
+  return seconds;
+}
+
+}  // namespace
 
 namespace {
 
@@ -218,6 +247,36 @@ std::string held_run(const std::string& directory) {
   return "";
 }
 
+nlohmann::json to_json(const RunPhases& p) {
+  return {{"data_seconds", p.data},
+          {"setup_seconds", p.setup},
+          {"baselines_seconds", p.baselines},
+          {"learning_seconds", p.learning},
+          {"validation_seconds", p.validation},
+          {"records_seconds", p.records},
+          {"checkpoint_seconds", p.checkpoint},
+          {"schedule_seconds", p.schedule},
+          {"test_seconds", p.test},
+          {"files_seconds", p.files},
+          {"wall_seconds", p.wall}};
+}
+
+std::string phases_line(const RunPhases& p) {
+  const double inside = p.learning + p.validation;
+  std::ostringstream line;
+  line << "learning and validation " << io::format_fixed(p.learning, 2) << " + "
+       << io::format_fixed(p.validation, 2) << " s of " << io::format_fixed(p.wall, 2) << " s ("
+       << static_cast<int>(std::lround(p.wall > 0 ? 100.0 * inside / p.wall : 0.0)) << "%); data "
+       << io::format_fixed(p.data, 2) << ", set-up " << io::format_fixed(p.setup, 2)
+       << ", baselines " << io::format_fixed(p.baselines, 2) << ", records "
+       << io::format_fixed(p.records, 2) << ", checkpoints " << io::format_fixed(p.checkpoint, 2);
+  if (p.schedule > 0)
+    line << ", schedule " << io::format_fixed(p.schedule, 2);
+  line << ", test window " << io::format_fixed(p.test, 2) << ", files "
+       << io::format_fixed(p.files, 2) << " s";
+  return line.str();
+}
+
 RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::ostream& log,
                        const ResumeOptions& resume, const RunHooks& hooks) {
   const std::string held = held_run(config.out);
@@ -251,22 +310,31 @@ class PopulationRun {
  public:
   PopulationRun(const ExecSpace& space, const std::vector<TrainConfig>& members,
                 const PopulationOptions& options, std::ostream& log, const ResumeOptions& resume)
-      : m_space(space), m_configs(members), m_options(options), m_log(log), m_resume(resume) {}
+      : m_space(space), m_configs(members), m_options(options), m_log(log), m_resume(resume) {
+    if (options.writer == nullptr)
+      m_own_writer.emplace();
+    m_writer = options.writer != nullptr ? options.writer : &*m_own_writer;
+  }
 
   std::vector<RunResult> run() {
-    prepare();
-    make_trainer();
-    make_directories();
-    if (m_resume.resume)
-      resume_from_newest_readable_checkpoint();
-    rewrite_member_directories();
-    close_stopped_members();
-    print_first_line();
-    evaluate_baselines_once();
+    const auto start = std::chrono::steady_clock::now();
+    timed(m_phases.data, [&] { prepare(); });
+    timed(m_phases.setup, [&] {
+      make_trainer();
+      make_directories();
+      if (m_resume.resume)
+        resume_from_newest_readable_checkpoint();
+      rewrite_member_directories();
+      close_stopped_members();
+      print_first_line();
+    });
+    timed(m_phases.baselines, [&] { evaluate_baselines_once(); });
     run_epochs();
-    fail_members_that_never_learned();
-    look_at_test_window_once();
-    return finish();
+    timed(m_phases.test, [&] {
+      fail_members_that_never_learned();
+      look_at_test_window_once();
+    });
+    return finish(start);
   }
 
  private:
@@ -392,9 +460,9 @@ class PopulationRun {
   // was lost gets its records and best policy back).
   void rewrite_member_directories() {
     for (MemberRun& run : m_runs) {
-      io::write_file_atomically(run.dir + "config.json", settings_json(run.config));
-      io::write_file_atomically(run.dir + "metrics.jsonl", run.metrics_text);
-      io::write_file_atomically(run.dir + "timings.jsonl", run.timings_text);
+      run.replace("config.json", settings_json(run.config));
+      run.replace("metrics.jsonl", run.metrics_text);
+      run.replace("timings.jsonl", run.timings_text);
       if (!run.best_parameters.empty())
         run.write_best(*m_trainer, m_data.fingerprint);
       if (run.finished)
@@ -444,11 +512,12 @@ class PopulationRun {
     m_baselines = evaluate_baselines(
         m_space, m_data.separate_validation() ? m_data.validation : m_data.bars,
         m_trainer->validation_windows(), backtest_config(m_population, m_trainer->positions()));
+    const std::string baselines = baselines_json(m_baselines).dump(2) + "\n";
     for (MemberRun& run : m_runs) {
       run.result.baselines = m_baselines;
-      io::write_file_atomically(run.dir + "baselines.json",
-                                baselines_json(m_baselines).dump(2) + "\n");
+      run.replace("baselines.json", baselines);
     }
+    submit_files({});  // the members' directories as they start, written beside the first epoch
     m_log << "baselines on the validation window:";
     for (const Baseline& b : m_baselines) {
       m_log << (&b == &m_baselines.front() ? " " : "; ") << b.policy << " sharpe "
@@ -482,6 +551,21 @@ class PopulationRun {
     }
     const std::vector<EpochReport> reports = trainer.run_epoch(m_options.interrupted);
     progress.clear();
+    for (const EpochReport& r : reports) {
+      if (r.epoch == epoch) {  // a running member's: the epoch's (the same for every member)
+        m_phases.learning += r.train_seconds;
+        m_phases.validation += r.validation_seconds;
+        break;
+      }
+    }
+    const auto records_start = std::chrono::steady_clock::now();
+    // A member whose fault budget ran out names the last checkpoint on disk: the ones handed
+    // to the writer are written first.
+    for (std::size_t m = 0; m < k; ++m) {
+      if (!m_runs[m].done &&
+          reports[m].consecutive_faults >= static_cast<std::int64_t>(m_configs[m].fault_budget))
+        m_writer->wait();
+    }
     // Each running member's record of the epoch (null for the members that had stopped).
     std::vector<nlohmann::json> records(k);
     for (std::size_t m = 0; m < k; ++m) {
@@ -490,25 +574,34 @@ class PopulationRun {
                                          m_population.epochs, m_data.fingerprint, m_log);
       }
     }
+    double records_seconds = seconds_since(records_start);
     // A schedule's decision, timed (it waits for its copies and uploads to finish).
     std::optional<double> schedule_seconds;
     if (m_options.schedule) {
-      const auto start = std::chrono::steady_clock::now();
-      apply_schedule(epoch, reports, records);
-      schedule_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      schedule_seconds = timed_seconds([&] { apply_schedule(epoch, reports, records); });
+      m_phases.schedule += *schedule_seconds;
     }
+    // The epoch's records, and the checkpoint's snapshot, handed to the writer: they reach the
+    // disk while the next epoch runs. The records' timings say what the last epoch's took.
+    const auto tail = std::chrono::steady_clock::now();
+    const nlohmann::json timings = {{"records_seconds", m_last_records_seconds},
+                                    {"checkpoint_seconds", m_last_checkpoint_seconds}};
     for (std::size_t m = 0; m < k; ++m) {
       if (!records[m].is_null())
-        m_runs[m].write_records(records[m], reports[m], schedule_seconds);
+        m_runs[m].write_records(records[m], reports[m], schedule_seconds, timings);
     }
+    records_seconds += seconds_since(tail);
+    m_phases.records += records_seconds;
+    m_last_records_seconds = records_seconds;
     if (std::all_of(m_runs.begin(), m_runs.end(),
                     [](const MemberRun& r) { return r.result.failed; })) {
+      submit_files({});
       if (m_options.on_epoch)
         m_options.on_epoch(epoch, m_population.epochs);
       return false;
     }
-    write_checkpoint(epoch);
+    m_last_checkpoint_seconds = timed_seconds([&] { write_checkpoint(epoch); });
+    m_phases.checkpoint += m_last_checkpoint_seconds;
     close_stopped_members();
     // After the checkpoint: a caller that stops here (an exception) leaves the epoch's state.
     if (m_options.on_epoch)
@@ -539,8 +632,9 @@ class PopulationRun {
     }
   }
 
-  // checkpoint-<epoch>.dqnckpt: the population's state, then the run's record; the newest
-  // `checkpoints` are kept.
+  // checkpoint-<epoch>.dqnckpt: the population's state, then the run's record, taken now (the
+  // snapshot: the device's buffers copied to the host) and written after the epoch's records by
+  // the writer, while the next epoch runs; the newest `checkpoints` are kept.
   void write_checkpoint(std::size_t epoch) {
     RunCheckpoint record;
     record.epoch = static_cast<std::int64_t>(epoch);
@@ -550,12 +644,30 @@ class PopulationRun {
       record.members.push_back(run.checkpoint());
     std::vector<io::Section> sections = m_trainer->state();
     record.append_to(sections);
-    const std::string& directory = m_options.checkpoints;
-    io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt", sections);
-    const std::vector<std::string> kept = checkpoint_paths(directory);
-    std::error_code error;
-    for (std::size_t i = m_population.checkpoints; i < kept.size(); ++i)
-      std::filesystem::remove(kept[i], error);
+    const std::string directory = m_options.checkpoints;
+    const std::size_t keep = m_population.checkpoints;
+    submit_files([directory, epoch, keep, sections = std::move(sections)] {
+      io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt", sections);
+      const std::vector<std::string> kept = checkpoint_paths(directory);
+      std::error_code error;
+      for (std::size_t i = keep; i < kept.size(); ++i)
+        std::filesystem::remove(kept[i], error);
+    });
+  }
+
+  // The members' files written since the last batch, then then, handed to the writer as one
+  // batch.
+  void submit_files(std::function<void()> then) {
+    std::vector<io::FileWrite> files;
+    for (MemberRun& run : m_runs) {
+      for (io::FileWrite& f : run.take_writes())
+        files.push_back(std::move(f));
+    }
+    m_writer->submit([files = std::move(files), then = std::move(then)] {
+      io::write_files(files);
+      if (then)
+        then();
+    });
   }
 
   // What the schedule did to each member that did not fail, and the members that never took a
@@ -580,25 +692,38 @@ class PopulationRun {
   void look_at_test_window_once() {
     if (!m_test_features || m_survivors.empty())
       return;
+    // Each member's best and last policy, the last only where it differs from the best (a
+    // member whose last epoch was its best has one policy: the same numbers).
     std::vector<float> rows;
+    std::vector<std::pair<std::size_t, std::size_t>> at;  // each survivor's rows: best, last
+    std::size_t policies = 0;
     for (const std::size_t m : m_survivors) {
+      const std::vector<float>& best = m_runs[m].best_parameters;
       const std::vector<float>& last = m_runs[m].last_parameters;
-      rows.insert(rows.end(), m_runs[m].best_parameters.begin(), m_runs[m].best_parameters.end());
-      rows.insert(rows.end(), last.begin(), last.end());
+      rows.insert(rows.end(), best.begin(), best.end());
+      const std::size_t best_row = policies++;
+      if (last != best) {
+        rows.insert(rows.end(), last.begin(), last.end());
+        at.emplace_back(best_row, policies++);
+      } else {
+        at.emplace_back(best_row, best_row);
+      }
     }
     std::vector<eval::WindowMetrics> metrics;
-    const TestResult look =
-        look_at_test_window(m_space, *m_trainer, m_data, *m_test_features, m_population, rows,
-                            2 * m_survivors.size(), metrics);
+    const TestResult look = look_at_test_window(m_space, *m_trainer, m_data, *m_test_features,
+                                                m_population, rows, policies, metrics);
     for (std::size_t i = 0; i < m_survivors.size(); ++i) {
       TestResult& test = m_runs[m_survivors[i]].result.test.emplace(look);
-      test.best = metrics[2 * i];
-      test.last = metrics[2 * i + 1];
+      test.best = metrics[at[i].first];
+      test.last = metrics[at[i].second];
     }
   }
 
-  // final_metrics.json and the last line of each member that did not fail; the results.
-  std::vector<RunResult> finish() {
+  // final_metrics.json, the run's phases in timings.jsonl and the last line of each member
+  // that did not fail; their files handed to the writer (and, when the run has the writer to
+  // itself, written before it returns); the results.
+  std::vector<RunResult> finish(std::chrono::steady_clock::time_point start) {
+    const auto files_start = std::chrono::steady_clock::now();
     const auto [val_begin, val_end] = m_trainer->validation_window();
     std::vector<RunResult> results;
     for (MemberRun& run : m_runs) {
@@ -617,8 +742,26 @@ class PopulationRun {
         }
         m_log << "; run in " << run.config.out << "\n";
       }
+    }
+    // The phases so far, in each member's timings.jsonl (the wait for the run's files below
+    // is in its log line alone).
+    m_phases.files += seconds_since(files_start);
+    m_phases.wall = seconds_since(start);
+    const std::string line = nlohmann::json{{"run", to_json(m_phases)}}.dump() + "\n";
+    for (MemberRun& run : m_runs)
+      run.append("timings.jsonl", line);
+    submit_files({});
+    if (m_own_writer) {
+      const double waited = m_writer->wait();
+      m_phases.files += waited;
+      m_phases.wall += waited;
+    }
+    for (MemberRun& run : m_runs) {
+      run.result.phases = m_phases;
       results.push_back(run.result);
     }
+    if (!m_options.writer)
+      m_log << phases_line(m_phases) << "\n";
     return results;
   }
 
@@ -634,7 +777,11 @@ class PopulationRun {
   std::optional<data::FeatureSet> m_test_features;
   std::size_t m_first_epoch = 1;
   std::vector<Baseline> m_baselines;
-  std::vector<std::size_t> m_survivors;  // the members that did not fail
+  std::vector<std::size_t> m_survivors;              // the members that did not fail
+  std::optional<io::BackgroundWriter> m_own_writer;  // without the caller's
+  io::BackgroundWriter* m_writer = nullptr;
+  RunPhases m_phases;
+  double m_last_records_seconds = 0, m_last_checkpoint_seconds = 0;  // the epoch before's
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 //   config.json               every effective setting of the member
 //   metrics.jsonl             one record per epoch (deterministic: the same seed gives the
 //                             same file)
-//   timings.jsonl             the epoch's training and validation seconds
+//   timings.jsonl             the epoch's training and validation seconds (and the epoch
+//                             before's records and checkpoint seconds), then the run's phases
+//                             ({"run": to_json(RunPhases)})
 //   best.dqnpolicy            the parameters with the best validation Sharpe so far
 //   last.dqnpolicy            the parameters after the last epoch
 //   baselines.json            the built-in policies' validation metrics (written at the start)
@@ -19,6 +21,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -31,6 +34,10 @@
 #include "dqntrader/eval/window_metrics.hpp"
 #include "dqntrader/train/run_data.hpp"
 #include "dqntrader/train/train_config.hpp"
+
+namespace dqntrader::io {
+class BackgroundWriter;
+}
 
 namespace dqntrader::train {
 
@@ -55,6 +62,20 @@ struct TestResult {
 /// "best": metrics, "last": metrics, "baselines": {policy: metrics}}.
 nlohmann::json to_json(const TestResult& test);
 
+/// Where a population's wall time went, in seconds: its data read; its set-up (the trainer,
+/// its directories, a resume); the baselines; learning and validation (the epochs' own);
+/// each epoch's records and checkpoint (its snapshot, and any wait for the files before it);
+/// the schedule's decisions; the test window (and the members that never learned); its files
+/// at the end (and, where the run writes alone, the wait for them).
+struct RunPhases {
+  double data = 0, setup = 0, baselines = 0, learning = 0, validation = 0, records = 0,
+         checkpoint = 0, schedule = 0, test = 0, files = 0, wall = 0;
+};
+/// {"data_seconds", ..., "wall_seconds"}, as timings.jsonl's last line holds it under "run".
+nlohmann::json to_json(const RunPhases& phases);
+/// "learning and validation 3.96 + 0.41 s of 5.20 s (84%); data 0.01, set-up ..., files 0.02 s".
+std::string phases_line(const RunPhases& phases);
+
 struct RunResult {
   std::size_t epochs = 0;
   std::size_t best_epoch = 0;
@@ -66,6 +87,10 @@ struct RunResult {
   std::string failure;              // what stopped it
   std::vector<Baseline> baselines;  // buy-and-hold, flat and, with ofi, sign-of-ofi
   std::optional<TestResult> test;   // none without a test window, or when the member failed
+  // What the run wrote last into each of its files (by name: metrics.jsonl, best.dqnpolicy,
+  // ...): their content once its writes have reached the disk.
+  std::map<std::string, std::string> files;
+  RunPhases phases;  // its population's
   // What its population's schedule did to it: the "schedule" entries of its metrics.jsonl,
   // each with its "epoch" (empty without a schedule).
   nlohmann::json schedule = nlohmann::json::array();
@@ -118,6 +143,10 @@ class DqnTrainer;
 
 struct PopulationOptions {
   std::string checkpoints;  // the directory of the population's checkpoints
+  // Where its files are written: the caller's writer (a sweep's, whose populations follow one
+  // another while their files reach the disk; the caller waits for it), or, without one, the
+  // run's own, waited for before the run returns.
+  io::BackgroundWriter* writer = nullptr;
   // Called after each epoch with it and the epochs to run (progress of a sweep).
   std::function<void(std::size_t epoch, std::size_t epochs)> on_epoch;
   // Asked before every step: true stops the run with Interrupted (RunHooks::interrupted).
