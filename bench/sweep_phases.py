@@ -12,7 +12,7 @@ populations and their members, each population's phases from its members' timing
 "run" line: data, set-up, baselines, learning, validation, records, checkpoints, test window,
 files) with the share of its wall that learning and validation took, the share of the
 process's wall outside learning and validation (from every build's epoch lines), the sweep's end
-(sweep.json "timings": the wait for the files, the selection statistics) and the bytes of a
+(timings.json: the wait for the files, the selection statistics) and the bytes of a
 checkpoint per member. A build from before the phases were recorded gives the wall alone.
 """
 
@@ -63,7 +63,8 @@ def main():
     plan = json.load(open(os.path.join(out, "sweep.json")))
     summary["members"] = len(plan["members"])
     summary["populations"] = len(plan["populations"])
-    summary["sweep_timings"] = plan.get("timings")
+    timings = os.path.join(out, "timings.json")
+    summary["sweep_timings"] = json.load(open(timings)) if os.path.exists(timings) else None
     phases = []
     inside = 0.0  # learning and validation over every population, from their epochs' lines
     for population in plan["populations"]:

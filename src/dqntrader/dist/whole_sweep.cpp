@@ -7,6 +7,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/dist/dist.hpp"
+#include "dqntrader/io/atomic_file.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/sweep/selection.hpp"
 #include "dqntrader/sweep/sweep_lock.hpp"
@@ -60,6 +61,7 @@ sweep::SweepPlan run_whole_sweep(const ExecSpace& space, const sweep::SweepPlan&
     if (!plan.timings.is_object())
       plan.timings = nlohmann::json::object();
     plan.timings["selection_seconds"] = seconds;
+    io::write_file_atomically(plan.directory + "/timings.json", plan.timings.dump(2) + "\n");
     sweep::write_plan(plan);
     sweep::write_leaderboards(plan);
     sweep::print_leaders(plan, seconds, log);

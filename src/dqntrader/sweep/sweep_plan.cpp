@@ -265,8 +265,6 @@ nlohmann::json plan_json(const SweepPlan& plan) {
     j["test_fingerprint"] = plan.test_fingerprint;
   if (!plan.selection.is_null())
     j["selection"] = plan.selection;
-  if (!plan.timings.is_null())
-    j["timings"] = plan.timings;
   return j;
 }
 
@@ -297,7 +295,6 @@ SweepPlan plan_from_json(const nlohmann::json& j, const std::string& directory,
     plan.pbo_blocks = j.value("pbo_blocks", std::size_t{16});
     plan.schedule = schedule_from_json(j.value("schedule", nlohmann::json()), path);
     plan.selection = j.value("selection", nlohmann::json());
-    plan.timings = j.value("timings", nlohmann::json());
     plan.data_fingerprint = j.value("data_fingerprint", std::string());
     plan.test_fingerprint = j.value("test_fingerprint", std::string());
     for (const auto& c : j.at("combinations")) {

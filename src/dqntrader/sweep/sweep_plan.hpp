@@ -6,6 +6,7 @@
 //   DIR/sweep.json                 this plan
 //   DIR/members/m-<id>/            each member's run directory (the format of dqntrader train)
 //   DIR/populations/p-<id>/        each population's checkpoints (for --resume)
+//   DIR/timings.json               where the sweep's time went (the last process's)
 #pragma once
 
 #include <cstddef>
@@ -78,8 +79,9 @@ struct SweepPlan {
   // The selection statistics over the members' best policies (selection_json), once every
   // population has finished; null before.
   nlohmann::json selection;
-  // Where the sweep's time went, once it ended: populations, the wait for their files, the
-  // selection statistics, the end (null before).
+  // Where this process's time in the sweep went: populations, the wait for their files, the
+  // selection statistics (the sweep's timings.json; wall-clock, so not in sweep.json, whose
+  // content the sweep's settings decide).
   nlohmann::json timings;
 };
 
