@@ -12,8 +12,9 @@ namespace dqntrader::nn {
 
 enum class Schedule { constant, linear, cosine };
 
+// A run sets every field from its settings (TrainConfig); the defaults are the training's.
 struct AdamSettings {
-  float learning_rate = 1e-4f;
+  float learning_rate = 5e-4f;
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   float weight_decay = 0.0f;  // decoupled (AdamW)
   float clip_norm = 10.0f;    // 0: no clipping

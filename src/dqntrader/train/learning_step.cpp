@@ -120,7 +120,7 @@ void LearningStep<T>::learn(const ExecSpace& space, const exec::SideStream& side
       if (layout.members != grads.count || update.parameters.extent(0) < layout.extent() ||
           update.working.extent(0) < layout.extent() ||
           (update.active.extent(0) != 0 && update.active.extent(0) < layout.members)) {
-        throw InputError("LearningStep::learn: the parameter buffers do not fit Adam's members");
+        throw Error("LearningStep::learn: the parameter buffers do not fit Adam's members");
       }
       fused::Update u;
       u.parameters = update.parameters.data();
