@@ -374,15 +374,15 @@ std::string sweep_run(const std::string& settings, const std::string& resume, py
         request.schedule_options.emplace_back(flag);
       }
     };
-    given_option("pbt_interval", "--pbt-interval", s.interval);
-    given_option("pbt_fraction", "--pbt-fraction", s.fraction);
-    given_option("pbt_resample", "--pbt-resample", s.resample);
-    given_option("pbt_burn_in", "--pbt-burn-in", s.burn_in);
-    given_option("halving_rate", "--halving-rate", s.halving_rate);
-    given_option("halving_interval", "--halving-interval", s.halving_interval);
+    given_option("pbt_interval", "pbt-interval", s.interval);
+    given_option("pbt_fraction", "pbt-fraction", s.fraction);
+    given_option("pbt_resample", "pbt-resample", s.resample);
+    given_option("pbt_burn_in", "pbt-burn-in", s.burn_in);
+    given_option("halving_rate", "halving-rate", s.halving_rate);
+    given_option("halving_interval", "halving-interval", s.halving_interval);
     if (options.contains("pbt_perturb")) {
       request.perturb = options["pbt_perturb"].cast<std::string>();
-      request.schedule_options.emplace_back("--pbt-perturb");
+      request.schedule_options.emplace_back("pbt-perturb");
     }
     plan = sweep::plan_sweep(std::move(request));
   }
@@ -535,9 +535,9 @@ PYBIND11_MODULE(_core, m) {
       if (p)
         std::rethrow_exception(p);
     } catch (const InputError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(PyExc_ValueError, spelled(e.message(), Spelling::python).c_str());
     } catch (const Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      PyErr_SetString(PyExc_RuntimeError, spelled(e.message(), Spelling::python).c_str());
     }
   });
 

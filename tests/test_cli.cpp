@@ -563,7 +563,7 @@ TEST_F(Cli, NumbersOutOfRangeExitTwoEchoingWhatWasTyped) {
   std::ofstream(path("list.json")) << "{\"gamma\": [0.2]}";
   const Result list = run("train --config " + path("list.json") + " --out " + path("run"));
   EXPECT_EQ(list.code, 2);
-  EXPECT_NE(list.err.find(path("list.json") + ": setting gamma: expected a number, not [0.2]"),
+  EXPECT_NE(list.err.find(path("list.json") + ": --gamma: expected a number, not [0.2]"),
             std::string::npos)
       << list.err;
   EXPECT_FALSE(fs::exists(path("run")));

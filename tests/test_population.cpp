@@ -659,22 +659,22 @@ TEST_F(Population, MembersThatCannotShareAPopulationAreRefused) {
   };
   std::vector<train::TrainConfig> m = members("x-");
   m[1].hidden = {32, 8};
-  refused(m, "setting hidden");
+  refused(m, "--hidden");
   m = members("x-");
   m[2].batch_size = 64;
-  refused(m, "setting batch-size");
+  refused(m, "--batch-size");
   m = members("x-");
   m[0].probe_interval = 40;  // member 2 runs the probe every 20 steps
-  refused(m, "setting probe-interval");
+  refused(m, "--probe-interval");
   m = members("x-");
   m[0].data.clear();
   m[1].data.clear();
   m[2].data.clear();
-  refused(m, "setting seed");  // the built-in market: the seed chooses the market
+  refused(m, "--seed");  // the built-in market: the seed chooses the market
   m = members("x-");
   for (train::TrainConfig& c : m)
     c.learning_starts = 16;  // member 1's 3-step windows need more than 2 x 16
-  refused(m, "setting learning-starts");
+  refused(m, "--learning-starts");
   EXPECT_NO_THROW(train::check_population(members("x-")));
 }
 

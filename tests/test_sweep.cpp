@@ -363,11 +363,11 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
       {"--set gamma=0.99:0.9 --random 2", "the range's low end must lie below its high end"},
       {"--set gamma=low:high --random 2", "a range is LO:HI or LO:HI:log"},
       {"--set gamma=0.9:0.99", "--set gamma: a range needs --random N"},
-      {"--set gamma=0.9,2", "--set gamma: value 2: gamma must lie in [0, 1]"},
+      {"--set gamma=0.9,2", "--set gamma: value 2: --gamma must lie in [0, 1]"},
       {"--set seed=1,2", "--set seed: the seeds are given with --seeds"},
       {"--set cost=0,0.001", "--set cost: every member of a sweep shares this setting"},
       {"--seeds 3-1", "--seeds '3-1'"},
-      {"--set probe-interval=10,20", "setting probe-interval"},
+      {"--set probe-interval=10,20", "--probe-interval: members of one population run it"},
       // Counts that must not be negative or absurd: refused before anything is drawn.
       {"--random -3 --set learning-rate=1e-4:1e-2", "--random"},
       {"--random 4000000000 --set learning-rate=1e-4:1e-2", "--random"},

@@ -151,7 +151,7 @@ Command add_sweep(CLI::App& app) {
            {"--pbt-interval", "--pbt-fraction", "--pbt-perturb", "--pbt-resample", "--pbt-burn-in",
             "--halving-rate", "--halving-interval"}) {
         if (c->get_option(flag)->count() > 0)
-          request.schedule_options.emplace_back(flag);
+          request.schedule_options.emplace_back(flag + 2);  // the name, without "--"
       }
       request.ranks = static_cast<std::size_t>(dist::ranks().size);
       plan = sweep::plan_sweep(std::move(request));

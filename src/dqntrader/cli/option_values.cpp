@@ -74,7 +74,7 @@ void check_output(const std::string& option, const std::string& path) {
   try {
     io::resolve_output(path);
   } catch (const InputError& e) {
-    throw InputError(option + " " + e.what() + " (give a file, or - for standard output)");
+    throw InputError(option + " " + e.message() + " (give a file, or - for standard output)");
   }
 }
 

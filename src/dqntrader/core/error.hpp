@@ -8,10 +8,28 @@
 
 namespace dqntrader {
 
-/// A runtime failure: a vendor call, the file system, an internal check.
+/// The front end a message is spelled for: the command names a request's field by its flag
+/// (--test-fraction), the Python module by its keyword (test_fraction=).
+enum class Spelling { command, python };
+
+/// A request's field named in a message, as each front end spells it: name is the field as
+/// settings and config files spell it ("test-fraction"); the message carries a marker until a
+/// front end spells it (spelled()).
+std::string field(const std::string& name);
+
+/// message with every field() in it spelled for the front end.
+std::string spelled(const std::string& message, Spelling spelling);
+
+/// A runtime failure: a vendor call, the file system, an internal check. what() is the message
+/// as the command spells it; message() is the message with its fields still to be spelled.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message)
+      : std::runtime_error(spelled(message, Spelling::command)), m_message(message) {}
+  const std::string& message() const { return m_message; }
+
+ private:
+  std::string m_message;
 };
 
 /// Bad input from the user: a setting, a command-line argument, a data file. When the

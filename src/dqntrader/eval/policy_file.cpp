@@ -190,7 +190,7 @@ PolicyFile read_policy(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("bad metadata: ") + e.what());
   } catch (const InputError& e) {
-    fail(e.what());
+    fail(e.message());
   }
   if (policy.network.features != policy.features.count() ||
       policy.stats.mean.size() != policy.features.count() ||

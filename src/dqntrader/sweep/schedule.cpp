@@ -13,23 +13,24 @@ namespace dqntrader::sweep {
 
 void check(const ScheduleSettings& s) {
   if (s.kind != "none" && s.kind != "pbt" && s.kind != "halving")
-    throw InputError("--schedule " + s.kind + ": expected none, pbt or halving");
+    throw InputError(field("schedule") + " " + s.kind + ": expected none, pbt or halving");
   if (s.interval < 1)
-    throw InputError("--pbt-interval 0: a decision every E epochs, E at least 1");
+    throw InputError(field("pbt-interval") + " 0: a decision every E epochs, E at least 1");
   if (!(s.fraction > 0.0 && s.fraction <= 0.5))
-    throw InputError("--pbt-fraction " + train::number_text(s.fraction) +
+    throw InputError(field("pbt-fraction") + " " + train::number_text(s.fraction) +
                      ": the bottom and top quantile, above 0 and at most 0.5");
   if (!(s.perturb_down > 0.0 && s.perturb_down < 1.0 && s.perturb_up > 1.0 &&
         std::isfinite(s.perturb_up)))
-    throw InputError("--pbt-perturb: two factors, the first in (0, 1) and the second above 1");
+    throw InputError(field("pbt-perturb") +
+                     ": two factors, the first in (0, 1) and the second above 1");
   if (!(s.resample >= 0.0 && s.resample <= 1.0))
-    throw InputError("--pbt-resample " + train::number_text(s.resample) +
+    throw InputError(field("pbt-resample") + " " + train::number_text(s.resample) +
                      ": a probability, from 0 to 1");
   if (!(s.halving_rate > 1.0 && std::isfinite(s.halving_rate)))
-    throw InputError("--halving-rate " + train::number_text(s.halving_rate) +
+    throw InputError(field("halving-rate") + " " + train::number_text(s.halving_rate) +
                      ": above 1 (2 keeps half of the running members at each rung)");
   if (s.halving_interval < 1)
-    throw InputError("--halving-interval 0: a rung every E epochs, E at least 1");
+    throw InputError(field("halving-interval") + " 0: a rung every E epochs, E at least 1");
 }
 
 void check_decides(const ScheduleSettings& s, std::size_t epochs) {
@@ -43,10 +44,10 @@ void check_decides(const ScheduleSettings& s, std::size_t epochs) {
   if (earliest <= std::numeric_limits<std::size_t>::max() - step && earliest + step < epochs)
     return;
   throw InputError(
-      "--schedule " + s.kind + ": " +
-      (pbt ? "--pbt-interval " + std::to_string(s.interval) + " and --pbt-burn-in " +
-                 std::to_string(s.burn_in)
-           : "--halving-interval " + std::to_string(s.halving_interval)) +
+      field("schedule") + " " + s.kind + ": " +
+      (pbt ? field("pbt-interval") + " " + std::to_string(s.interval) + " and " +
+                 field("pbt-burn-in") + " " + std::to_string(s.burn_in)
+           : field("halving-interval") + " " + std::to_string(s.halving_interval)) +
       " in runs of " + std::to_string(epochs) + (epochs == 1 ? " epoch" : " epochs") +
       " never decide (a decision comes after an epoch before the last); give a shorter "
       "interval or more epochs");
@@ -65,7 +66,7 @@ std::pair<double, double> parse_perturb(const std::string& text) {
     if (used_low != a.size() || used_high != b.size())
       throw std::invalid_argument("trailing text");
   } catch (const std::exception&) {
-    throw InputError("--pbt-perturb '" + text + "': expected two factors, e.g. 0.8,1.2");
+    throw InputError(field("pbt-perturb") + " '" + text + "': expected two factors, e.g. 0.8,1.2");
   }
   return {low, high};
 }
@@ -108,7 +109,7 @@ ScheduleSettings schedule_from_json(const nlohmann::json& j, const std::string& 
   } catch (const nlohmann::json::exception& e) {
     throw InputError(source, 0, 0, std::string("bad \"schedule\": ") + e.what());
   } catch (const InputError& e) {
-    throw InputError(source, 0, 0, std::string("bad \"schedule\": ") + e.what());
+    throw InputError(source, 0, 0, std::string("bad \"schedule\": ") + e.message());
   }
   return s;
 }

@@ -61,7 +61,7 @@ void set_number(train::Setting& setting, double value) {
 }  // namespace
 
 Axis parse_axis(const std::string& text) {
-  const std::string where = "--set '" + text + "': ";
+  const std::string where = field("set") + " '" + text + "': ";
   const std::size_t equals = text.find('=');
   if (equals == std::string::npos || equals == 0)
     throw InputError(where + "expected NAME=V1,V2,... or NAME=LO:HI[:log]");
@@ -97,7 +97,7 @@ Axis parse_axis(const std::string& text) {
 }
 
 std::vector<std::uint64_t> parse_seeds(const std::string& text) {
-  const std::string where = "--seeds '" + text + "': ";
+  const std::string where = field("seeds") + " '" + text + "': ";
   std::vector<std::uint64_t> seeds;
   auto number = [&](const std::string& item) {
     if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
@@ -211,9 +211,9 @@ SearchSpace space_from_json(const nlohmann::json& j, const std::string& source) 
     } catch (const nlohmann::json::exception& e) {
       throw bad("\"" + key + "\": " + e.what());
     } catch (const InputError& e) {
-      if (std::string(e.what()).rfind(source, 0) == 0)
+      if (e.message().rfind(source, 0) == 0)
         throw;
-      throw bad(e.what());
+      throw bad(e.message());
     }
   }
   if (!order.empty()) {
@@ -278,8 +278,8 @@ std::vector<Combination> combinations(const SearchSpace& space) {
     out.push_back(Combination{});
     for (const Axis& a : space.axes) {
       if (a.range) {
-        throw InputError("--set " + a.setting +
-                         ": a range needs --random N (the grid takes lists of values)");
+        throw InputError(field("set") + " " + a.setting + ": a range needs " + field("random") +
+                         " N (the grid takes lists of values)");
       }
       std::vector<Combination> next;
       for (const Combination& c : out) {
@@ -305,14 +305,15 @@ std::vector<Combination> combinations(const SearchSpace& space) {
 
 void check(const SearchSpace& space, const train::TrainConfig& base) {
   if (space.random > 0 && space.axes.empty()) {
-    throw InputError("--random " + std::to_string(space.random) +
-                     ": the draws are of the --set settings, and none is given (every draw "
+    throw InputError(field("random") + " " + std::to_string(space.random) +
+                     ": the draws are of the " + field("set") +
+                     " settings, and none is given (every draw "
                      "would make the same members)");
   }
   std::vector<std::string> seen;
   for (const Axis& a : space.axes) {
     const std::string where =
-        (a.origin.empty() ? "--set " : a.origin + ": setting ") + a.setting + ": ";
+        (a.origin.empty() ? field("set") + " " : a.origin + ": setting ") + a.setting + ": ";
     train::TrainConfig config = base;
     std::vector<train::Setting> all = train::settings(config);
     train::Setting* setting = find_setting(all, a.setting);
@@ -323,7 +324,7 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
       throw InputError(where + "given twice");
     seen.push_back(a.setting);
     if (a.setting == "seed")
-      throw InputError(where + "the seeds are given with --seeds");
+      throw InputError(where + "the seeds are given with " + field("seeds"));
     const train::Scope scope = train::setting_scope(a.setting);
     if (scope == train::Scope::sweep) {
       throw InputError(where +
@@ -357,7 +358,7 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
         }
         train::validate(one);
       } catch (const InputError& e) {
-        throw InputError(where + "value " + v + ": " + e.what());
+        throw InputError(where + "value " + v + ": " + e.message());
       }
       const auto same = std::find_if(taken.begin(), taken.end(),
                                      [&](const auto& t) { return t.second == s->get(); });
@@ -371,7 +372,8 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
   if (space.random == 0) {
     for (const Axis& a : space.axes) {
       if (a.range)
-        throw InputError("--set " + a.setting + ": a range needs --random N");
+        throw InputError(field("set") + " " + a.setting + ": a range needs " + field("random") +
+                         " N");
     }
   }
 }

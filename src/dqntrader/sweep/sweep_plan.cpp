@@ -51,7 +51,7 @@ void check_distinct(const std::vector<Combination>& combinations, const SearchSp
     for (const auto& [name, value] : combinations[c].values)
       values += (values.empty() ? "" : " ") + name + "=" + value;
     throw InputError(
-        (space.random > 0 ? "--random " + std::to_string(space.random) + ": draws "
+        (space.random > 0 ? field("random") + " " + std::to_string(space.random) + ": draws "
                           : std::string("combinations ")) +
         std::to_string(at->second + 1) + " and " + std::to_string(c + 1) +
         " are the same settings (" + (values.empty() ? "the base settings" : values) +

@@ -34,28 +34,29 @@ SweepPlan plan_sweep(SweepRequest request) {
     space.seeds = parse_seeds(*request.seeds);
   if (request.random) {
     if (*request.random == 0)
-      throw InputError("--random 0: give the number of draws, or leave --random out for the grid");
+      throw InputError(field("random") + " 0: give the number of draws, or leave " +
+                       field("random") + " out for the grid");
     space.random = *request.random;
   }
   if (request.random_seed)
     space.random_seed = *request.random_seed;
   if (base.data.empty()) {
-    throw InputError(
-        "a sweep needs --data: on the built-in market the seed would choose the market too "
-        "(write it with dqntrader synth and give the file)");
+    throw InputError("a sweep needs " + field("data") +
+                     ": on the built-in market the seed would choose the market too (write it with "
+                     "dqntrader synth and give the file)");
   }
   if (!request.out_given)
-    throw InputError("a sweep needs --out DIR, the sweep's directory");
+    throw InputError("a sweep needs " + field("out") + ", the sweep's directory");
   if (std::filesystem::exists(base.out) && !std::filesystem::is_directory(base.out))
-    throw InputError("--out " + base.out + " is a file, not a directory");
+    throw InputError(field("out") + " " + base.out + " is a file, not a directory");
   train::validate(base);
   check(space, base);
   if (std::filesystem::exists(base.out + "/sweep.json")) {
-    throw InputError(base.out + " holds a sweep already: continue it with --resume " + base.out +
-                     ", or choose another --out");
+    throw InputError(base.out + " holds a sweep already: continue it with " + field("resume") +
+                     " " + base.out + ", or choose another " + field("out"));
   }
   if (train::held_run(base.out) == "a training run") {
-    throw InputError("--out " + base.out +
+    throw InputError(field("out") + " " + base.out +
                      " holds a training run; a sweep needs a directory of its own");
   }
   train::refuse_inputs_among_outputs(base, base.out, [](const std::filesystem::path& inside) {
@@ -76,7 +77,7 @@ SweepPlan plan_sweep(SweepRequest request) {
   const std::size_t count = data::resolve_features(features, data.bars).count();
   std::size_t most = request.population.value_or(0);
   if (request.population && most == 0)
-    throw InputError("--population 0: a population has at least one member");
+    throw InputError(field("population") + " 0: a population has at least one member");
   const bool sized_by_memory = most == 0;
   if (sized_by_memory) {
     const train::RunWindows windows =
@@ -87,7 +88,7 @@ SweepPlan plan_sweep(SweepRequest request) {
                                    1, kMostMembers);
   }
   if (request.pbo_blocks < 2 || request.pbo_blocks > 24 || request.pbo_blocks % 2 != 0) {
-    throw InputError("--pbo-blocks " + std::to_string(request.pbo_blocks) +
+    throw InputError(field("pbo-blocks") + " " + std::to_string(request.pbo_blocks) +
                      ": an even number from 2 to 24");
   }
   ScheduleSettings& schedule = request.schedule;
@@ -96,9 +97,9 @@ SweepPlan plan_sweep(SweepRequest request) {
   schedule.seed = space.random_seed;
   check(schedule);
   for (const std::string& option : request.schedule_options) {
-    const std::string kind = option.rfind("--pbt", 0) == 0 ? "pbt" : "halving";
+    const std::string kind = option.rfind("pbt", 0) == 0 ? "pbt" : "halving";
     if (schedule.kind != kind)
-      throw InputError(option + " applies to --schedule " + kind);
+      throw InputError(field(option) + " applies to " + field("schedule") + " " + kind);
   }
   SweepPlan plan = make_plan(base, space, base.out, most);
   if (sized_by_memory && request.ranks > 1) {
@@ -114,10 +115,11 @@ SweepPlan plan_sweep(SweepRequest request) {
   if (schedule.kind != "none" &&
       std::all_of(plan.populations.begin(), plan.populations.end(),
                   [](const PopulationPlan& p) { return p.members.size() < 2; })) {
-    throw InputError("--schedule " + schedule.kind +
+    throw InputError(field("schedule") + " " + schedule.kind +
                      " decides between the members of a population, and every population "
                      "here has one member (give more seeds or per-member settings, or a "
-                     "larger --population)");
+                     "larger " +
+                     field("population") + ")");
   }
   plan.data_fingerprint = train::fingerprint_text(data.fingerprint);
   if (data.has_test())

@@ -30,7 +30,7 @@ struct SweepRequest {
   std::size_t pbo_blocks = 16;
   ScheduleSettings schedule;
   std::optional<std::string> perturb;  // pbt's two factors, "0.8,1.2"
-  // The schedule's options the caller gave, by their names (--pbt-interval, --halving-rate):
+  // The schedule's options the caller gave, by their names (pbt-interval, halving-rate):
   // each must belong to the schedule's kind.
   std::vector<std::string> schedule_options;
 };

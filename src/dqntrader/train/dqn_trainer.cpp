@@ -941,24 +941,26 @@ void DqnTrainer::check_member(std::size_t m, const TrainConfig& settings) const 
   const auto shared = population_settings(settings);
   for (std::size_t i = 0; i < shared.size(); ++i) {
     if (shared[i].second != m_shared[i].second) {
-      throw InputError("setting " + shared[i].first +
+      throw InputError(field(shared[i].first) +
                        " fixes a population's shapes or loop and cannot change for one member");
     }
   }
   if (settings.vaccine_interval != now.vaccine_interval ||
       settings.probe_interval != now.probe_interval)
-    throw InputError("a member's vaccine and probe intervals stay as they are");
+    throw InputError("a member's " + field("vaccine-interval") + " and " + field("probe-interval") +
+                     " stay as they are");
   if (settings.n_step > m_n_step_windows) {
-    throw InputError("n-step " + std::to_string(settings.n_step) +
+    throw InputError(field("n-step") + " " + std::to_string(settings.n_step) +
                      " is longer than the replay's windows (" + std::to_string(m_n_step_windows) +
                      ", the population's largest when it was made)");
   }
   if (settings.n_step != m_n_step_windows &&
       settings.learning_starts <=
           static_cast<std::size_t>(m_n_step_windows - 1) * settings.environments)
-    throw InputError(
-        "setting learning-starts does not hold an n-step window of the population's "
-        "largest n-step for every environment");
+    throw InputError(field("learning-starts") +
+                     " does not hold an n-step window of the population's "
+                     "largest " +
+                     field("n-step") + " for every environment");
 }
 
 double DqnTrainer::recorded_kernels_per_step() const {

@@ -35,13 +35,13 @@ void check_unseen(const RunData& run, const TrainConfig& config) {
       static_cast<std::size_t>(std::upper_bound(t.begin(), t.end(), last) - t.begin());
   if (overlapping == 0)
     return;
-  throw InputError(
-      "--test-data " + config.test_data + ": its bars 0 .. " + std::to_string(overlapping - 1) +
-      " (" + data::format_iso8601_ms(t.front()) + " .. " +
-      data::format_iso8601_ms(t[overlapping - 1]) +
-      ") are not after the bars training and validation see, which end at " +
-      data::format_iso8601_ms(last) + " in " + seen +
-      "; a test window must come after them (give a later file, or --test-fraction instead)");
+  throw InputError(field("test-data") + " " + config.test_data + ": its bars 0 .. " +
+                   std::to_string(overlapping - 1) + " (" + data::format_iso8601_ms(t.front()) +
+                   " .. " + data::format_iso8601_ms(t[overlapping - 1]) +
+                   ") are not after the bars training and validation see, which end at " +
+                   data::format_iso8601_ms(last) + " in " + seen +
+                   "; a test window must come after them (give a later file, or " +
+                   field("test-fraction") + " instead)");
 }
 
 }  // namespace
@@ -53,7 +53,7 @@ RunData load_run_data(const TrainConfig& config) {
   // A bar file of the setting `option`: a directory given for one is named as such.
   auto load = [&columns](const char* option, const std::string& path) {
     if (std::filesystem::is_directory(path)) {
-      throw InputError(std::string("--") + option + " " + path +
+      throw InputError(field(option) + " " + path +
                        " is a directory, not a bar file (CSV or .dqnbars)");
     }
     return data::load_bars(path, columns);
@@ -83,7 +83,8 @@ RunData load_run_data(const TrainConfig& config) {
                        "test-fraction " + number_text(config.test_fraction) + " of " +
                            std::to_string(last.size()) + " bars leaves " + bars_text(held) +
                            " for the test window, which needs at least 3 and bars before it "
-                           "(or --test-fraction 0 for none)");
+                           "(or " +
+                           field("test-fraction") + " 0 for none)");
     }
     run.test = std::move(last);
     run.test_begin = run.test.size() - held;
@@ -108,9 +109,9 @@ void refuse_inputs_among_outputs(const TrainConfig& config, const std::string& d
   if (error)
     return;  // a directory that cannot be resolved holds none of them
   for (const auto& [option, file] :
-       {std::pair<const char*, const std::string&>{"--data", config.data},
-        {"--val-data", config.val_data},
-        {"--test-data", config.test_data}}) {
+       {std::pair<std::string, const std::string&>{field("data"), config.data},
+        {field("val-data"), config.val_data},
+        {field("test-data"), config.test_data}}) {
     if (file.empty())
       continue;
     const fs::path real = fs::weakly_canonical(file, error);
@@ -119,10 +120,11 @@ void refuse_inputs_among_outputs(const TrainConfig& config, const std::string& d
     const fs::path inside = real.lexically_relative(root);
     if (inside.empty() || *inside.begin() == ".." || !written(inside))
       continue;
-    throw InputError(std::string(option) + " " + file + " is " + (root / inside).string() +
+    throw InputError(option + " " + file + " is " + (root / inside).string() +
                      ", a file the run in " + directory +
                      " writes or removes: it would destroy what it reads; move the bars "
-                     "elsewhere or choose another --out");
+                     "elsewhere or choose another " +
+                     field("out"));
   }
 }
 

@@ -37,7 +37,7 @@ T parse_number(const std::string& name, const std::string& value) {
   const char* last = first + value.size();
   const auto parsed = std::from_chars(first, last, result);
   if (parsed.ec == std::errc::result_out_of_range && parsed.ptr == last) {
-    throw InputError("setting " + name + ": '" + value + "' is out of the range of the setting (" +
+    throw InputError(field(name) + " '" + value + "' is out of the range of the setting (" +
                      (std::is_integral<T>::value
                           ? "whole numbers from " + std::to_string(std::numeric_limits<T>::min()) +
                                 " to " + std::to_string(std::numeric_limits<T>::max())
@@ -45,7 +45,7 @@ T parse_number(const std::string& name, const std::string& value) {
                      ")");
   }
   if (parsed.ec != std::errc() || parsed.ptr != last) {
-    throw InputError("setting " + name + ": cannot parse '" + value + "' as a number");
+    throw InputError(field(name) + ": cannot parse '" + value + "' as a number");
   }
   return result;
 }
@@ -92,16 +92,16 @@ Setting string(const std::string& name, const std::string& help, std::string& fi
   return s;
 }
 
-Setting flag(const std::string& name, const std::string& help, bool& field) {
+Setting flag(const std::string& name, const std::string& help, bool& value) {
   Setting s = blank(name, help, false, true, false);
-  s.get = [&field] { return std::string(field ? "true" : "false"); };
-  s.set = [name, &field](const std::string& v) {
+  s.get = [&value] { return std::string(value ? "true" : "false"); };
+  s.set = [name, &value](const std::string& v) {
     if (v == "true" || v == "1")
-      field = true;
+      value = true;
     else if (v == "false" || v == "0")
-      field = false;
+      value = false;
     else
-      throw InputError("setting " + name + ": expected true or false, got '" + v + "'");
+      throw InputError(field(name) + ": expected true or false, got '" + v + "'");
   };
   return s;
 }
@@ -371,73 +371,81 @@ void validate(const TrainConfig& c) {
       if (s.is_number && !s.is_list) {
         const std::string text = s.get();
         const double value = std::strtod(text.c_str(), nullptr);
-        require(std::isfinite(value), s.name + " must be a finite number, not " + text);
+        require(std::isfinite(value), field(s.name) + " must be a finite number, not " + text);
       }
     }
   }
-  require(c.val_fraction > 0.0 && c.val_fraction < 1.0, "val-fraction must lie in (0, 1)");
-  require(c.test_fraction >= 0.0 && c.test_fraction < 1.0, "test-fraction must lie in [0, 1)");
-  require(c.synth_bars >= 1000, "synth-bars must be at least 1000");
-  require(!c.hidden.empty(), "hidden needs at least one layer");
+  require(c.val_fraction > 0.0 && c.val_fraction < 1.0,
+          field("val-fraction") + " must lie in (0, 1)");
+  require(c.test_fraction >= 0.0 && c.test_fraction < 1.0,
+          field("test-fraction") + " must lie in [0, 1)");
+  require(c.synth_bars >= 1000, field("synth-bars") + " must be at least 1000");
+  require(!c.hidden.empty(), field("hidden") + " needs at least one layer");
   for (std::size_t w : c.hidden)
-    require(w > 0 && w <= 8192, "hidden widths must lie in [1, 8192]");
+    require(w > 0 && w <= 8192, field("hidden") + " widths must lie in [1, 8192]");
   require(c.learning_path == "auto" || c.learning_path == "products" || c.learning_path == "fused",
-          "learning-path must be auto, products or fused");
-  require(c.epochs >= 1, "epochs must be at least 1");
-  require(c.steps_per_epoch >= 1, "steps-per-epoch must be at least 1");
-  require(c.batch_size >= 1 && c.batch_size <= (1u << 20), "batch-size must lie in [1, 2^20]");
+          field("learning-path") + " must be auto, products or fused");
+  require(c.epochs >= 1, field("epochs") + " must be at least 1");
+  require(c.steps_per_epoch >= 1, field("steps-per-epoch") + " must be at least 1");
+  require(c.batch_size >= 1 && c.batch_size <= (1u << 20),
+          field("batch-size") + " must lie in [1, 2^20]");
   require(c.environments >= 1 && c.environments <= (1u << 20),
-          "environments must lie in [1, 2^20]");
-  require(c.episode_length >= 2, "episode-length must be at least 2");
-  require(c.n_step >= 1 && c.n_step <= 64, "n-step must lie in [1, 64]");
+          field("environments") + " must lie in [1, 2^20]");
+  require(c.episode_length >= 2, field("episode-length") + " must be at least 2");
+  require(c.n_step >= 1 && c.n_step <= 64, field("n-step") + " must lie in [1, 64]");
   require(
       c.replay_capacity >= c.environments * static_cast<std::size_t>(c.n_step + 1) + c.batch_size,
-      "replay-capacity must hold at least (n-step + 1) x environments + batch-size transitions");
+      field("replay-capacity") + " must hold at least (" + field("n-step") + " + 1) x " +
+          field("environments") + " + " + field("batch-size") + " transitions");
   require(c.learning_starts <= c.replay_capacity,
-          "learning-starts must not exceed replay-capacity");
-  require(c.gamma >= 0.0 && c.gamma <= 1.0, "gamma must lie in [0, 1]");
-  require(c.huber_delta > 0.0, "huber-delta must be positive");
+          field("learning-starts") + " must not exceed " + field("replay-capacity"));
+  require(c.gamma >= 0.0 && c.gamma <= 1.0, field("gamma") + " must lie in [0, 1]");
+  require(c.huber_delta > 0.0, field("huber-delta") + " must be positive");
   require(c.epsilon_start >= 0.0 && c.epsilon_start <= 1.0 && c.epsilon_end >= 0.0 &&
               c.epsilon_end <= 1.0,
-          "epsilon-start and epsilon-end must lie in [0, 1]");
-  require(c.tau >= 0.0 && c.tau <= 1.0, "tau must lie in [0, 1]");
-  require(c.tau > 0.0 || c.target_update >= 1, "target-update must be at least 1 when tau = 0");
-  require(c.learning_rate > 0.0, "learning-rate must be positive");
+          field("epsilon-start") + " and " + field("epsilon-end") + " must lie in [0, 1]");
+  require(c.tau >= 0.0 && c.tau <= 1.0, field("tau") + " must lie in [0, 1]");
+  require(c.tau > 0.0 || c.target_update >= 1,
+          field("target-update") + " must be at least 1 when " + field("tau") + " = 0");
+  require(c.learning_rate > 0.0, field("learning-rate") + " must be positive");
   require(c.lr_schedule == "constant" || c.lr_schedule == "linear" || c.lr_schedule == "cosine",
-          "lr-schedule must be constant, linear or cosine");
+          field("lr-schedule") + " must be constant, linear or cosine");
   require(c.lr_final_fraction >= 0.0 && c.lr_final_fraction <= 1.0,
-          "lr-final-fraction must lie in [0, 1]");
+          field("lr-final-fraction") + " must lie in [0, 1]");
   require(c.weight_decay >= 0.0 && c.clip_norm >= 0.0,
-          "weight-decay and clip-norm must not be negative");
+          field("weight-decay") + " and " + field("clip-norm") + " must not be negative");
   require(c.adam_beta1 >= 0.0 && c.adam_beta1 < 1.0 && c.adam_beta2 >= 0.0 && c.adam_beta2 < 1.0 &&
               c.adam_epsilon > 0.0,
-          "Adam needs beta1, beta2 in [0, 1) and a positive epsilon");
+          "Adam needs " + field("adam-beta1") + " and " + field("adam-beta2") +
+              " in [0, 1) and a positive " + field("adam-epsilon"));
   require(c.vaccine_quantile > 0.0 && c.vaccine_quantile < 0.5,
-          "vaccine-quantile must lie in (0, 0.5)");
-  require(c.guard_limit > 0.0, "guard-limit must be positive");
-  require(c.probe_batch >= 1, "probe-batch must be at least 1");
-  require(c.val_windows >= 1, "val-windows must be at least 1");
-  require(c.reward_scale > 0.0, "reward-scale must be positive");
-  require(!c.out.empty(), "out must name a run directory");
-  require(c.checkpoints >= 1, "checkpoints must be at least 1");
-  require(c.fault_budget >= 1, "fault-budget must be at least 1");
+          field("vaccine-quantile") + " must lie in (0, 0.5)");
+  require(c.guard_limit > 0.0, field("guard-limit") + " must be positive");
+  require(c.probe_batch >= 1, field("probe-batch") + " must be at least 1");
+  require(c.val_windows >= 1, field("val-windows") + " must be at least 1");
+  require(c.reward_scale > 0.0, field("reward-scale") + " must be positive");
+  require(!c.out.empty(), field("out") + " must name a run directory");
+  require(c.checkpoints >= 1, field("checkpoints") + " must be at least 1");
+  require(c.fault_budget >= 1, field("fault-budget") + " must be at least 1");
   if (!c.inject_fault.empty()) {
     const std::size_t at = c.inject_fault.find('@');
     const std::string kind = c.inject_fault.substr(0, at);
-    require(at != std::string::npos && at + 1 < c.inject_fault.size() &&
-                (kind == "batch" || kind == "gradient" || kind == "weight" || kind == "price") &&
-                c.inject_fault.find_first_not_of("0123456789", at + 1) == std::string::npos,
-            "inject-fault must read kind@epoch with kind batch, gradient, weight or price");
+    require(
+        at != std::string::npos && at + 1 < c.inject_fault.size() &&
+            (kind == "batch" || kind == "gradient" || kind == "weight" || kind == "price") &&
+            c.inject_fault.find_first_not_of("0123456789", at + 1) == std::string::npos,
+        field("inject-fault") + " must read kind@epoch with kind batch, gradient, weight or price");
   }
   if (c.graph_steps && *c.graph_steps > 0) {
     const std::size_t steps = *c.graph_steps;
     for (std::size_t interval : {c.vaccine_interval, c.guard_interval, c.probe_interval}) {
-      require(
-          interval == 0 || steps % interval == 0,
-          "graph-steps must be a multiple of vaccine-interval, guard-interval and probe-interval");
+      require(interval == 0 || steps % interval == 0,
+              field("graph-steps") + " must be a multiple of " + field("vaccine-interval") + ", " +
+                  field("guard-interval") + " and " + field("probe-interval"));
     }
-    require(c.tau > 0.0 || c.target_update % steps == 0,
-            "graph-steps must divide target-update (or use tau)");
+    require(c.tau > 0.0 || c.target_update % steps == 0, field("graph-steps") + " must divide " +
+                                                             field("target-update") + " (or use " +
+                                                             field("tau") + ")");
   }
 }
 
@@ -498,14 +506,14 @@ nlohmann::json member_settings_json(TrainConfig config) {
 namespace {
 // The interval the members that use it share (0 when none does); InputError when two differ.
 std::size_t shared_interval(const std::vector<TrainConfig>& members, const char* name,
-                            std::size_t TrainConfig::*field) {
+                            std::size_t TrainConfig::*member_field) {
   std::size_t interval = 0;
   for (std::size_t m = 0; m < members.size(); ++m) {
-    const std::size_t v = members[m].*field;
+    const std::size_t v = members[m].*member_field;
     if (v == 0)
       continue;
     if (interval != 0 && v != interval) {
-      throw InputError(std::string("setting ") + name + ": members of one population run " +
+      throw InputError(field(name) + ": members of one population run " +
                        "it at one interval or not at all (0); member " + std::to_string(m) +
                        " has " + std::to_string(v) + ", another " + std::to_string(interval));
     }
@@ -534,7 +542,7 @@ void check_population(const std::vector<TrainConfig>& members) {
     const auto theirs = population_settings(other);
     for (std::size_t i = 0; i < reference.size(); ++i) {
       if (reference[i].second != theirs[i].second) {
-        throw InputError("setting " + reference[i].first +
+        throw InputError(field(reference[i].first) +
                          " fixes a population's shapes or loop and cannot differ between its "
                          "members: member 0 has " +
                          reference[i].second + ", member " + std::to_string(m) + " " +
@@ -543,9 +551,11 @@ void check_population(const std::vector<TrainConfig>& members) {
     }
     if (first.data.empty() && other.seed != first.seed) {
       throw InputError(
-          "setting seed: on the built-in market the seed also chooses the market, so members "
+          field("seed") +
+          ": on the built-in market the seed also chooses the market, so members "
           "with different seeds train on different data; write the market with dqntrader synth "
-          "and give it as --data");
+          "and give it as " +
+          field("data"));
     }
   }
   shared_interval(members, "vaccine-interval", &TrainConfig::vaccine_interval);
@@ -554,7 +564,7 @@ void check_population(const std::vector<TrainConfig>& members) {
   for (const TrainConfig& c : members) {
     if (c.n_step != most &&
         first.learning_starts <= static_cast<std::size_t>(most - 1) * first.environments) {
-      throw InputError("setting learning-starts: " + std::to_string(first.learning_starts) +
+      throw InputError(field("learning-starts") + " " + std::to_string(first.learning_starts) +
                        " transitions do not hold an n-step window of " + std::to_string(most) +
                        " bars for each of the " + std::to_string(first.environments) +
                        " environments; members with different n-steps start learning together");
@@ -657,7 +667,7 @@ void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::str
     const nlohmann::json& value = item.value();
     if (value.is_object() || value.is_null() || (value.is_array() && !found->is_list)) {
       throw InputError(source, 0, 0,
-                       "setting " + item.key() + ": expected " +
+                       field(item.key()) + ": expected " +
                            (found->is_list     ? "a list or a comma-separated string"
                             : found->is_flag   ? "true or false"
                             : found->is_number ? "a number"
@@ -667,7 +677,7 @@ void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::str
     try {
       found->set(as_text(item.value()));
     } catch (const InputError& e) {
-      throw InputError(source, 0, 0, e.what());
+      throw InputError(source, 0, 0, e.message());
     }
   }
 }

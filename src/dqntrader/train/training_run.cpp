@@ -281,14 +281,14 @@ RunResult run_training(const ExecSpace& space, const TrainConfig& config, std::o
                        const ResumeOptions& resume, const RunHooks& hooks) {
   const std::string held = held_run(config.out);
   if (held == "a sweep") {
-    throw InputError("--out " + config.out +
+    throw InputError(field("out") + " " + config.out +
                      " holds a sweep; a training run needs a directory of its own");
   }
   if (!held.empty() && !resume.resume && !resume.force) {
-    throw InputError("--out " + config.out + " holds a training run already: continue it with " +
-                     "--resume " + config.out +
-                     ", start it again with --force (which removes its files first), or choose " +
-                     "another --out");
+    throw InputError(field("out") + " " + config.out +
+                     " holds a training run already: continue it with " + field("resume") + " " +
+                     config.out + ", start it again with " + field("force") +
+                     " (which removes its files first), or choose " + "another " + field("out"));
   }
   refuse_inputs_among_outputs(config, config.out, [](const std::filesystem::path& inside) {
     return std::distance(inside.begin(), inside.end()) == 1 && run_file(inside.string());
@@ -358,7 +358,7 @@ class PopulationRun {
     } catch (const InputError& e) {
       if (m_data.cut.empty())
         throw;
-      throw InputError(std::string(e.what()) + " (" + m_data.cut + ")");
+      throw InputError(e.message() + " (" + m_data.cut + ")");
     }
     if (m_data.has_test()) {
       test_window(m_data, m_trainer->features());
@@ -373,7 +373,7 @@ class PopulationRun {
     const std::string& checkpoints = m_options.checkpoints;
     std::error_code error;
     if (std::filesystem::exists(checkpoints) && !std::filesystem::is_directory(checkpoints))
-      throw InputError("--out " + checkpoints + " is a file, not a directory");
+      throw InputError(field("out") + " " + checkpoints + " is a file, not a directory");
     std::filesystem::create_directories(checkpoints, error);
     if (error)
       throw Error("cannot create the directory '" + checkpoints + "': " + error.message());
@@ -414,10 +414,9 @@ class PopulationRun {
     const std::string differences = differences_from(saved);
     if (!differences.empty()) {
       if (!m_resume.force) {
-        throw InputError(
-            source, 0, 0,
-            "the run's settings or data differ from the checkpoint's (--force continues anyway):" +
-                differences);
+        throw InputError(source, 0, 0,
+                         "the run's settings or data differ from the checkpoint's (" +
+                             field("force") + " continues anyway):" + differences);
       }
       m_log << "dqntrader train: --force: continuing although" << differences << "\n";
     }
