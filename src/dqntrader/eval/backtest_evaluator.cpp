@@ -14,6 +14,16 @@ ParameterRows as_rows(const Parameters& parameters) {
 }
 }  // namespace
 
+std::size_t evaluation_chunk(const BacktestConfig& config, const nn::NetworkSpec& spec,
+                             std::size_t policies, std::size_t decisions) {
+  std::size_t widest = 1;
+  for (std::size_t w : spec.hidden)
+    widest = std::max(widest, w);
+  const std::size_t per_bar = std::max<std::size_t>(policies, 1) * spec.positions * widest;
+  const std::size_t most = std::max<std::size_t>(kMostActivations / per_bar, 1);
+  return std::max<std::size_t>(1, std::min({config.chunk_bars, decisions, most}));
+}
+
 BacktestEvaluator::BacktestEvaluator(const ExecSpace& space, const data::FeatureSet& features,
                                      const data::FeatureStats& stats, const nn::NetworkSpec& spec,
                                      BarRange window, const BacktestConfig& config,
@@ -21,11 +31,9 @@ BacktestEvaluator::BacktestEvaluator(const ExecSpace& space, const data::Feature
     : m_space(space),
       m_window(window),
       m_parameter_count(nn::ParameterLayout(spec).size()),
-      // Buffers for a chunk of at most the window's decisions: a short window's evaluator
-      // allocates (and first touches) what it uses, not chunk_bars' worth.
       m_policy(space, spec, config.precision, features, stats, max_policies,
-               std::max<std::size_t>(1, std::min(config.chunk_bars, window.returns())),
-               window.returns(), config.flat_index()),
+               evaluation_chunk(config, spec, max_policies, window.returns()), window.returns(),
+               config.flat_index()),
       m_metrics(space, features.close(), config, window.returns()),
       m_results(Kokkos::view_alloc(space, std::string("dqntrader::eval::results")), max_policies),
       m_graph_parameters(

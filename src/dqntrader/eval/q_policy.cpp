@@ -271,10 +271,15 @@ class EngineImpl final : public QPolicy::Engine {
                             padded(spec.actions));
     m_head_bias = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::eval::b_head"),
                                                      policies * padded(spec.actions));
+    // Every pass writes these before it reads them (each product writes its whole output):
+    // allocated without the zeros.
+    auto scratch = [&](const char* label) {
+      return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label));
+    };
     const std::size_t activation = policies * positions * chunk * widest;
-    m_ping = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::activations_a"), activation);
-    m_pong = Kokkos::View<T*, DeviceMemory>(alloc("dqntrader::eval::activations_b"), activation);
-    m_q = MatrixBatch<float>(alloc("dqntrader::eval::q"), policies, positions * chunk,
+    m_ping = Kokkos::View<T*, DeviceMemory>(scratch("dqntrader::eval::activations_a"), activation);
+    m_pong = Kokkos::View<T*, DeviceMemory>(scratch("dqntrader::eval::activations_b"), activation);
+    m_q = MatrixBatch<float>(scratch("dqntrader::eval::q"), policies, positions * chunk,
                              padded(spec.actions));
     maps = Kokkos::View<std::uint32_t*, DeviceMemory>(alloc("dqntrader::eval::maps"),
                                                       policies * decisions);

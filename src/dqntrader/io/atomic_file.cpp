@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -173,9 +174,22 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   file.commit();
 }
 
-void write_files(const std::vector<FileWrite>& files) {
-  if (files.empty())
+void write_files(const std::vector<FileWrite>& given) {
+  if (given.empty())
     return;
+  // What the batch does to each file, in the order first given: a replacement takes the
+  // appends that follow it into its content; appends alone are appended together.
+  std::vector<FileWrite> files;
+  for (const FileWrite& f : given) {
+    const auto same = std::find_if(files.begin(), files.end(),
+                                   [&](const FileWrite& g) { return g.path == f.path; });
+    if (same == files.end())
+      files.push_back(f);
+    else if (f.append)
+      same->bytes += f.bytes;
+    else
+      *same = f;
+  }
   // Removes the temporary files not renamed yet, whatever happens.
   struct Pending {
     std::vector<std::pair<std::string, std::string>> renames;  // temporary, target

@@ -69,11 +69,13 @@ struct FileWrite {
   bool append = false;
 };
 
-/// Many small files at once (a population's records and policies): each replacement written
-/// to its temporary file and each append to its file, the file system flushed to disk once
-/// (syncfs), the replacements renamed over their files, and the file system flushed again:
-/// each file whole or as it was, for two flushes where a file at a time takes two each. Error
-/// naming the file and the reason on the first failure (temporary files removed).
+/// Many small files at once (a population's records and policies), in the order given (a
+/// file replaced and then appended to ends with the replacement and the appends): each
+/// replacement written to its temporary file and each append to its file, the file system
+/// flushed to disk once (syncfs), the replacements renamed over their files, and the file
+/// system flushed again: each file whole or as it was, for two flushes where a file at a time
+/// takes two each. Error naming the file and the reason on the first failure (temporary files
+/// removed).
 void write_files(const std::vector<FileWrite>& files);
 
 }  // namespace dqntrader::io

@@ -516,7 +516,7 @@ class PopulationRun {
       run.result.baselines = m_baselines;
       run.replace("baselines.json", baselines);
     }
-    submit_files({});  // the members' directories as they start, written beside the first epoch
+    // The members' directories as they start are written with the first epoch's records.
     m_log << "baselines on the validation window:";
     for (const Baseline& b : m_baselines) {
       m_log << (&b == &m_baselines.front() ? " " : "; ") << b.policy << " sharpe "
