@@ -41,7 +41,7 @@ def run(*args, **kw):
 def backtest_positions(dqn, policy, bars, first, last, work, precision):
     """The positions of the run's evaluation path over bars first .. last - 1 and its metrics."""
     returns, metrics = os.path.join(work, f"r-{precision}.csv"), os.path.join(work, f"m-{precision}.json")
-    run(dqn, "backtest", "--weights", policy, "--data", bars, "--from", first, "--to", last,
+    run(dqn, "backtest", "--weights", policy, "--data", bars, "--start", first, "--end", last,
         "--precision", precision, "--returns", returns, "--json", metrics)
     with open(returns, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -90,13 +90,13 @@ def main():
     differs = summary["differences_from_the_run"]
 
     decisions = [json.loads(l) for l in run(dqn, "act", "--weights", policy, "--data", bars,
-                                           "--from", first, "--to", last - 1,
+                                           "--start", first, "--end", last - 1,
                                            "--json").splitlines()]
     differs["act"] = int(sum(d["position"] != p for d, p in zip(decisions, ours)))
 
     reference = [json.loads(l) for l in run(
         sys.executable, os.path.join(ROOT, "tests", "oracles", "policy_reference.py"), policy,
-        bars, "--from", first, "--to", last - 1, "--position", 0).splitlines()]
+        bars, "--start", first, "--end", last - 1, "--position", 0).splitlines()]
     differs["reference reader"] = int(sum(d["position"] != p for d, p in zip(reference, ours)))
 
     for form in ("float64", "float32"):

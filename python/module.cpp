@@ -22,7 +22,6 @@
 #include <string>
 #include <thread>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "backends/execution.hpp"
@@ -42,14 +41,13 @@
 #include "dqntrader/eval/decisions.hpp"
 #include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/eval/policy_file.hpp"
+#include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/report/report.hpp"
+#include "dqntrader/request/requests.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
-#include "dqntrader/sweep/search_space.hpp"
 #include "dqntrader/sweep/sweep_start.hpp"
 #include "dqntrader/train/run_data.hpp"
 #include "dqntrader/train/training_run.hpp"
-#if defined(DQNTRADER_WITH_ONNX)
-#include "dqntrader/eval/onnx_export.hpp"
-#endif
 
 namespace py = pybind11;
 using namespace dqntrader;
@@ -296,19 +294,58 @@ py::dict bars_columns(const data::Bars& b) {
 
 // ---- training and sweeps ---------------------------------------------------------------------
 
-// A training run: settings as a JSON object (the names of `dqntrader settings`), or those of
-// the run in resume; the run's result as JSON text.
-py::dict train_run(const std::string& settings, const std::string& resume, bool force,
-                   py::object progress, py::object log) {
-  Call call;
-  train::TrainConfig config;
-  if (!resume.empty()) {
-    train::apply_settings_json(config, resume + "/config.json");
-    config.out = resume;
+// What the package's function gave: each option's texts by the option's name (the table's
+// spelling, with - for _), as dqntrader/__init__.py makes them from its keyword arguments.
+request::Given given_of(const py::dict& arguments) {
+  request::Given given;
+  for (const auto& [name, values] : arguments) {
+    for (const py::handle& value : values)
+      given.add(name.cast<std::string>(), value.cast<std::string>());
   }
-  train::apply_settings(config, nlohmann::json::parse(settings), "dqntrader.train()");
-  if (!resume.empty() && config.out != resume)
-    throw InputError("resume= continues the run in its own directory; drop out=");
+  return given;
+}
+
+// The tables the package makes its functions' keyword arguments and help from.
+py::list tables() {
+  py::list out;
+  for (const request::Table& t : request::tables()) {
+    py::list options;
+    for (const request::Option& o : t.options) {
+      py::dict d;
+      d["name"] = o.name;
+      d["help"] = spelled(request::help_line(o), Spelling::python);
+      d["kind"] = o.kind == request::Kind::text     ? "text"
+                  : o.kind == request::Kind::list   ? "list"
+                  : o.kind == request::Kind::whole  ? "whole"
+                  : o.kind == request::Kind::number ? "number"
+                  : o.kind == request::Kind::flag   ? "flag"
+                                                    : "choice";
+      d["default"] = o.default_text;
+      d["choices"] = o.choices;
+      d["repeatable"] = o.repeatable;
+      d["required"] = o.required;
+      d["positional"] = o.positional;
+      d["setting"] = o.setting;
+      d["refused"] = o.refused;
+      options.append(d);
+    }
+    py::list exclusions;
+    for (const request::Exclusion& e : t.exclusions)
+      exclusions.append(py::make_tuple(e.option, e.other));
+    py::dict d;
+    d["command"] = t.command;
+    d["summary"] = spelled(t.summary, Spelling::python);
+    d["options"] = options;
+    d["exclusions"] = exclusions;
+    out.append(d);
+  }
+  return out;
+}
+
+// A training run (request::train_request); the run's result.
+py::dict train_run(const py::dict& arguments, py::object progress, py::object log) {
+  Call call;
+  const request::TrainRequest r = request::train_request(given_of(arguments));
   LineSink sink(log);
   std::ostream out(&sink);
   const train::RunResult result = run_released(
@@ -321,12 +358,12 @@ py::dict train_run(const std::string& settings, const std::string& resume, bool 
             progress(epoch, epochs);
           };
         }
-        return train::run_training(space, config, out, train::ResumeOptions{!resume.empty(), force},
+        return train::run_training(space, r.config, out, train::ResumeOptions{r.resume, r.force},
                                    hooks);
       },
       &sink);
   py::dict d;
-  d["out"] = config.out;
+  d["out"] = r.config.out;
   d["epochs"] = result.epochs;
   d["best_epoch"] = result.best_epoch;
   d["best_sharpe"] = result.best_sharpe;
@@ -335,109 +372,56 @@ py::dict train_run(const std::string& settings, const std::string& resume, bool 
   return d;
 }
 
-// A sweep as `dqntrader sweep` plans and runs it; request holds its options.
-std::string sweep_run(const std::string& settings, const std::string& resume, py::dict options,
-                      py::object log) {
+// A sweep as `dqntrader sweep` plans and runs it (request::sweep_request); its directory.
+std::string sweep_run(const py::dict& arguments, py::object log) {
   Call call;
+  request::SweepRequest r = request::sweep_request(given_of(arguments));
   LineSink sink(log);
   std::ostream out(&sink);
-  sweep::SweepPlan plan;
-  if (!resume.empty()) {
-    plan = sweep::reopen_sweep(resume, out);
-  } else {
-    sweep::SweepRequest request;
-    request.base.out = "runs/sweep";
-    if (options.contains("space"))
-      request.space = sweep::read_space(options["space"].cast<std::string>());
-    train::apply_settings(request.base, request.space.base, "space (base)");
-    const nlohmann::json given = nlohmann::json::parse(settings);
-    train::apply_settings(request.base, given, "dqntrader.sweep()");
-    request.out_given = given.contains("out");
-    if (options.contains("set"))
-      request.sets = options["set"].cast<std::vector<std::string>>();
-    if (options.contains("seeds"))
-      request.seeds = options["seeds"].cast<std::string>();
-    if (options.contains("random"))
-      request.random = options["random"].cast<std::size_t>();
-    if (options.contains("random_seed"))
-      request.random_seed = options["random_seed"].cast<std::uint64_t>();
-    if (options.contains("population"))
-      request.population = options["population"].cast<std::size_t>();
-    if (options.contains("pbo_blocks"))
-      request.pbo_blocks = options["pbo_blocks"].cast<std::size_t>();
-    sweep::ScheduleSettings& s = request.schedule;
-    if (options.contains("schedule"))
-      s.kind = options["schedule"].cast<std::string>();
-    auto given_option = [&](const char* key, const char* flag, auto& field) {
-      if (options.contains(key)) {
-        field = options[key].cast<std::decay_t<decltype(field)>>();
-        request.schedule_options.emplace_back(flag);
-      }
-    };
-    given_option("pbt_interval", "pbt-interval", s.interval);
-    given_option("pbt_fraction", "pbt-fraction", s.fraction);
-    given_option("pbt_resample", "pbt-resample", s.resample);
-    given_option("pbt_burn_in", "pbt-burn-in", s.burn_in);
-    given_option("halving_rate", "halving-rate", s.halving_rate);
-    given_option("halving_interval", "halving-interval", s.halving_interval);
-    if (options.contains("pbt_perturb")) {
-      request.perturb = options["pbt_perturb"].cast<std::string>();
-      request.schedule_options.emplace_back("pbt-perturb");
-    }
-    plan = sweep::plan_sweep(std::move(request));
-  }
+  const bool resume = !r.resume.empty();
+  const sweep::SweepPlan plan =
+      resume ? sweep::reopen_sweep(r.resume, out) : sweep::plan_sweep(std::move(r.plan));
   const sweep::SweepPlan done = run_released(
       [&](const ExecSpace& space, StopCheck& check) {
-        return dist::run_whole_sweep(space, plan, !resume.empty(), out,
-                                     [&check] { return check(); });
+        return dist::run_whole_sweep(space, plan, resume, out, [&check] { return check(); });
       },
       &sink);
   return done.directory;
 }
 
-// ---- backtests ------------------------------------------------------------------------------
-
-// Bars given as Bars, or as a bar file's path read with the extra columns the policies need
-// (as the command reads --data).
-using BarsOrPath = std::variant<BarsPtr, std::string>;
-
-BarsPtr bars_of(const BarsOrPath& given, const data::ColumnSelection& columns) {
-  if (const BarsPtr* bars = std::get_if<BarsPtr>(&given))
-    return *bars;
-  return std::make_shared<data::Bars>(data::load_bars(std::get<std::string>(given), columns));
+// A report of a run's or a sweep's directory (request::report_request), written to its out;
+// the path written.
+std::string report_run(const py::dict& arguments, py::object log) {
+  Call call;
+  const request::ReportRequest r = request::report_request(given_of(arguments));
+  LineSink sink(log);
+  std::ostream out(&sink);
+  const std::string html =
+      run_released([&](const ExecSpace& space,
+                       StopCheck&) { return report::render_report(space, r.run, r.data, out); },
+                   &sink);
+  if (r.out == "-") {
+    py::module_::import("sys").attr("stdout").attr("write")(html);
+  } else {
+    io::write_file_atomically(r.out, html);
+  }
+  return r.out;
 }
 
-py::dict backtest(const BarsOrPath& given, const std::vector<std::string>& weights,
-                  const std::vector<std::string>& policies, const std::string& start,
-                  const std::string& end, std::size_t windows, std::optional<double> cost,
-                  std::optional<double> bars_per_year, std::optional<double> risk_free,
-                  const std::string& precision, std::optional<std::size_t> chunk_bars) {
+// ---- backtests ------------------------------------------------------------------------------
+
+// A backtest (request::backtest_request) of bars held in memory, or of the data's file.
+py::dict backtest(const std::optional<BarsPtr>& in_memory, const py::dict& arguments) {
   Call call;
-  eval::BacktestRequest request;
-  for (const std::string& name : policies)
-    request.builtins.push_back(eval::parse_builtin_policy(name));
-  request.from = start;
-  request.to = end;
-  request.from_name = "start=";
-  request.to_name = "end=";
-  request.windows_name = "windows=";
-  request.windows = windows;
-  request.paths = true;
-  if (cost)
-    request.config.cost = *cost;
-  if (bars_per_year)
-    request.config.bars_per_year = *bars_per_year;
-  if (risk_free)
-    request.config.risk_free = *risk_free;
-  if (!precision.empty())
-    request.config.precision = parse_precision(precision);
-  if (chunk_bars)
-    request.config.chunk_bars = *chunk_bars;
-  const eval::BacktestPolicies files = eval::read_backtest_policies(weights);
-  const BarsPtr held = bars_of(given, files.columns);
+  request::BacktestRequest r = request::backtest_request(
+      given_of(arguments), in_memory ? request::BarsFrom::memory : request::BarsFrom::path);
+  r.run.paths = true;
+  const eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
+  const BarsPtr held =
+      in_memory ? *in_memory : std::make_shared<data::Bars>(data::load_bars(r.data, files.columns));
   const data::Bars& bars = *held;
   const eval::BacktestResult result = run_released([&](const ExecSpace& space, StopCheck&) {
-    return eval::run_backtest(space, bars, files, request);
+    return eval::run_backtest(space, bars, files, r.run);
   });
   py::list paths;
   for (std::size_t w = 0; w < result.windows.size(); ++w) {
@@ -481,24 +465,25 @@ std::shared_ptr<Policy> load_policy(const std::string& path) {
   return p;
 }
 
-py::dict act(const Policy& policy, const BarsOrPath& given, const std::string& start,
-             const std::string& end, const std::string& position, const std::string& precision,
-             std::optional<std::size_t> chunk_bars) {
+// The policy's decisions (request::act_request; weights is the policy's file) on bars held in
+// memory, or on the data's file.
+py::dict act(const Policy& policy, const std::optional<BarsPtr>& in_memory,
+             const py::dict& arguments) {
   Call call;
+  const request::ActRequest r = request::act_request(
+      given_of(arguments), in_memory ? request::BarsFrom::memory : request::BarsFrom::path);
   const eval::PolicyFile& file = policy.file;
-  const std::size_t incoming = eval::position_index("position=", position, file.positions);
-  eval::BacktestConfig defaults;
-  const Precision p = precision.empty() ? defaults.precision : parse_precision(precision);
+  const std::size_t incoming = eval::position_index(r.position, file.positions);
   data::ColumnSelection columns;
   columns.names = file.features.extra;
-  const BarsPtr held = bars_of(given, columns);
+  const BarsPtr held =
+      in_memory ? *in_memory : std::make_shared<data::Bars>(data::load_bars(r.data, columns));
   const data::Bars& bars = *held;
   data::check_feature_columns(file.features, bars);
   const std::vector<eval::Decision> made = run_released([&](const ExecSpace& space, StopCheck&) {
     eval::PolicyDecisions decisions(space, file.network, file.features, file.stats, file.positions,
-                                    file.parameters, p, chunk_bars.value_or(defaults.chunk_bars));
-    const eval::DecisionWindow w =
-        eval::decision_window(bars, decisions.warmup(), start, end, "start=", "end=");
+                                    file.parameters, r.precision, r.chunk_bars);
+    const eval::DecisionWindow w = eval::decision_window(bars, decisions.warmup(), r.start, r.end);
     return decisions.decide(bars, w.first, w.last, incoming);
   });
   const std::size_t n = made.size(), actions = file.positions.size();
@@ -583,7 +568,7 @@ PYBIND11_MODULE(_core, m) {
       py::dict d;
       d["name"] = s.name;
       d["default"] = s.documented_default.empty() ? s.get() : s.documented_default;
-      d["help"] = s.help;
+      d["help"] = spelled(s.help, Spelling::python);
       d["kind"] = s.is_flag ? "flag" : s.is_list ? "list" : s.is_number ? "number" : "text";
       out.append(d);
     }
@@ -599,16 +584,9 @@ PYBIND11_MODULE(_core, m) {
                     return BarsPtr(std::make_shared<data::Bars>(data::load_bars(path, selection)));
                   })
       .def_static("synth",
-                  [](std::size_t count, std::uint64_t seed, std::int64_t start_ms,
-                     std::int64_t interval_ms, double initial_price, double ofi_signal) {
-                    data::SynthConfig c;
-                    c.bars = count;
-                    c.seed = seed;
-                    c.start_ms = start_ms;
-                    c.interval_ms = interval_ms;
-                    c.initial_price = initial_price;
-                    c.ofi_signal = ofi_signal;
-                    return BarsPtr(std::make_shared<data::Bars>(data::generate_bars(c)));
+                  [](const py::dict& arguments) {
+                    const request::SynthRequest r = request::synth_request(given_of(arguments));
+                    return BarsPtr(std::make_shared<data::Bars>(data::generate_bars(r.config)));
                   })
       .def("__len__", &data::Bars::size)
       .def_readonly("source", &data::Bars::source)
@@ -654,9 +632,11 @@ PYBIND11_MODULE(_core, m) {
           }
           return out;
         });
+  m.def("tables", &tables);
   m.def("train", &train_run);
   m.def("sweep", &sweep_run);
   m.def("backtest", &backtest);
+  m.def("report", &report_run);
 
   py::class_<Policy, std::shared_ptr<Policy>>(m, "Policy")
       .def_readonly("path", &Policy::path)
@@ -668,9 +648,11 @@ PYBIND11_MODULE(_core, m) {
       .def("act", &act)
 #if defined(DQNTRADER_WITH_ONNX)
       .def("export_onnx",
-           [](const Policy& p, const std::string& path, const std::string& inputs) {
-             eval::write_onnx_model(path, p.file, p.path,
-                                    eval::parse_onnx_inputs(inputs, "inputs="));
+           [](const Policy& p, const py::dict& arguments) {
+             const request::ExportRequest r = request::export_request(given_of(arguments));
+             if (r.onnx == "-")
+               throw InputError(field("onnx") + ": the module writes the model to a file");
+             eval::write_onnx_model(r.onnx, p.file, p.path, r.inputs);
            })
 #endif
       ;

@@ -21,6 +21,6 @@ window = json.load(open(sys.argv[1] + "/final_metrics.json"))["validation_window
 print(config["synth-bars"], window["first_bar"], window["last_bar"])' "$out/run")
 "$dqn" synth --bars "$bars" --seed 1 --out "$out/bars.dqnbars"
 "$dqn" backtest --data "$out/bars.dqnbars" --weights "$out/run/best.dqnpolicy" \
-  --policy buy-and-hold --policy flat --policy sign-of-ofi --from "$first" --to "$last" \
+  --policy buy-and-hold --policy flat --policy sign-of-ofi --start "$first" --end "$last" \
   --json "$out/backtest.json"
 "$dqn" report "$out/run"  # out/demo/run/report.html

@@ -84,6 +84,53 @@ inline std::size_t expect_same_decisions(const std::vector<nlohmann::json>& got,
   return n;
 }
 
+/// A table of decisions at every bar with every incoming position (an ONNX runtime's, or the
+/// reference reader's --every-position: rows bar by bar from `first`, the positions in order)
+/// agrees with act's path on every row act took: the table's Q-values for that bar and incoming
+/// position are act's within 1e-5 of the largest |Q| of the path (float rounding in sums of
+/// terms of that size), and its action is act's unless the row's two largest Q-values lie
+/// within that of each other (float rounding decides such a tie). Every row is compared; the
+/// rows whose actions differed (near ties) are returned.
+inline std::size_t expect_rows_agree(const std::vector<nlohmann::json>& table,
+                                     const std::vector<nlohmann::json>& act,
+                                     const std::vector<double>& positions, std::size_t first,
+                                     const std::string& what) {
+  const std::size_t K = positions.size();
+  EXPECT_EQ(table.size(), act.size() * K) << what;
+  double largest = 0.0;
+  for (const nlohmann::json& row : act) {
+    for (double v : row["q"].get<std::vector<double>>())
+      largest = std::max(largest, std::fabs(v));
+  }
+  const double tolerance = 1e-5 * largest;
+  std::size_t ties = 0;
+  for (const nlohmann::json& row : act) {
+    const auto incoming = static_cast<std::size_t>(
+        std::find(positions.begin(), positions.end(), row["incoming"].get<double>()) -
+        positions.begin());
+    const std::size_t index = (row["bar"].get<std::size_t>() - first) * K + incoming;
+    if (index >= table.size()) {
+      ADD_FAILURE() << what << ": no row for bar " << row["bar"];
+      break;
+    }
+    const nlohmann::json& got = table[index];
+    EXPECT_EQ(got["bar"], row["bar"]) << what;
+    EXPECT_EQ(got["incoming"].get<std::size_t>(), incoming) << what;
+    const auto q = row["q"].get<std::vector<double>>(), r = got["q"].get<std::vector<double>>();
+    EXPECT_EQ(q.size(), r.size()) << what;
+    for (std::size_t a = 0; a < q.size() && a < r.size(); ++a)
+      EXPECT_NEAR(r[a], q[a], tolerance) << what << " bar " << row["bar"] << " action " << a;
+    if (got["action"] != row["action"]) {
+      std::vector<double> sorted = q;
+      std::sort(sorted.rbegin(), sorted.rend());
+      EXPECT_LE(sorted[0] - sorted[1], 2 * tolerance)
+          << what << " bar " << row["bar"] << ": actions differ without a tie";
+      ++ties;
+    }
+  }
+  return ties;
+}
+
 /// A test with a temporary directory of its own (named for the suite and the test's seed,
 /// removed after it) that runs commands through /bin/sh, their output into files there.
 class CommandTest : public ::testing::Test {

@@ -231,7 +231,7 @@ TEST_F(Cli, BacktestsSeveralPoliciesTogetherOnAChosenWindowAndItsParts) {
   const std::string data = "backtest --data " + path("bars.csv") + " ";
   const std::string a = path("run1/best.dqnpolicy"), b = path("run2/best.dqnpolicy");
   const Result together = run(data + "--weights " + a + " --weights " + b +
-                              " --policy buy-and-hold --policy sign-of-ofi --from 1200 --to 2399 "
+                              " --policy buy-and-hold --policy sign-of-ofi --start 1200 --end 2399 "
                               "--json " +
                               path("together.json"));
   ASSERT_EQ(together.code, 0) << together.err;
@@ -241,7 +241,8 @@ TEST_F(Cli, BacktestsSeveralPoliciesTogetherOnAChosenWindowAndItsParts) {
                                           "--policy buy-and-hold", "--policy sign-of-ofi"};
   for (std::size_t k = 0; k < alone.size(); ++k) {
     SCOPED_TRACE(alone[k]);
-    ASSERT_EQ(run(data + alone[k] + " --from 1200 --to 2399 --json " + path("alone.json")).code, 0);
+    ASSERT_EQ(run(data + alone[k] + " --start 1200 --end 2399 --json " + path("alone.json")).code,
+              0);
     const nlohmann::json one = json_file(path("alone.json"));
     ASSERT_EQ(one.size(), 1u);
     EXPECT_EQ(all[k], one[0]);
@@ -252,14 +253,14 @@ TEST_F(Cli, BacktestsSeveralPoliciesTogetherOnAChosenWindowAndItsParts) {
   const data::Bars bars = data::read_bars_csv(path("bars.csv"));
   const std::string from = data::format_iso8601_ms(bars.timestamp_ms[1200]).substr(0, 10);
   const std::string to = data::format_iso8601_ms(bars.timestamp_ms[2399]).substr(0, 10);
-  ASSERT_EQ(run(data + "--policy sign-of-ofi --from " + from + " --to " + to + "T12:00 --json " +
+  ASSERT_EQ(run(data + "--policy sign-of-ofi --start " + from + " --end " + to + "T12:00 --json " +
                 path("dates.json"))
                 .code,
             0);
   EXPECT_EQ(json_file(path("dates.json"))[0], all[3]);
   // Three walk-forward windows: bars 1200-1599, 1600-1999, 2000-2399, each as if alone.
   ASSERT_EQ(run(data + "--weights " + a +
-                " --policy sign-of-ofi --from 1200 --to 2399 "
+                " --policy sign-of-ofi --start 1200 --end 2399 "
                 "--windows 3 --json " +
                 path("parts.json"))
                 .code,
@@ -268,7 +269,7 @@ TEST_F(Cli, BacktestsSeveralPoliciesTogetherOnAChosenWindowAndItsParts) {
   ASSERT_EQ(parts.size(), 6u);
   for (int w = 0; w < 3; ++w) {
     const std::string first = std::to_string(1200 + 400 * w), last = std::to_string(1599 + 400 * w);
-    ASSERT_EQ(run(data + "--weights " + a + " --policy sign-of-ofi --from " + first + " --to " +
+    ASSERT_EQ(run(data + "--weights " + a + " --policy sign-of-ofi --start " + first + " --end " +
                   last + " --json " + path("part.json"))
                   .code,
               0);
@@ -289,15 +290,15 @@ TEST_F(Cli, BadBacktestWindowsExitWithTwoNamingTheArgument) {
       0);
   const std::string data = "backtest --data " + path("bars.csv") + " --json " + path("m.json");
   const std::pair<std::string, std::string> cases[] = {
-      {" --policy flat --from 100 --to 100", "--from/--to: bars 100 .. 100 hold 1 bar(s)"},
-      {" --policy flat --from 300 --to 200", "--from 300 (bar 300) comes after --to 200"},
-      {" --policy flat --from 500", "--from 500: the data has bars 0 .. 499"},
-      {" --policy flat --to 1999-01-01", "--to 1999-01-01 comes before the data's first bar"},
-      {" --policy flat --from 2100-01-01", "--from 2100-01-01 comes after the data's last bar"},
-      {" --policy flat --from yesterday", "--from 'yesterday': expected a bar index"},
-      {" --policy flat --from 400 --windows 60", "--windows 60: bars 400 .. 499 hold 100"},
-      {" --weights " + path("run/best.dqnpolicy") + " --from 3",
-       "--from 3 selects bar 3, before bar "},
+      {" --policy flat --start 100 --end 100", "--start/--end: bars 100 .. 100 hold 1 bar(s)"},
+      {" --policy flat --start 300 --end 200", "--start 300 (bar 300) comes after --end 200"},
+      {" --policy flat --start 500", "--start 500: the data has bars 0 .. 499"},
+      {" --policy flat --end 1999-01-01", "--end 1999-01-01 comes before the data's first bar"},
+      {" --policy flat --start 2100-01-01", "--start 2100-01-01 comes after the data's last bar"},
+      {" --policy flat --start yesterday", "--start 'yesterday': expected a bar index"},
+      {" --policy flat --start 400 --windows 60", "--windows 60: bars 400 .. 499 hold 100"},
+      {" --weights " + path("run/best.dqnpolicy") + " --start 3",
+       "--start 3 selects bar 3, before bar "},
   };
   for (const auto& [arguments, message] : cases) {
     SCOPED_TRACE(arguments);
@@ -370,15 +371,18 @@ TEST_F(Cli, UsageErrorsExitWithTwo) {
   ASSERT_EQ(run("synth --bars 50 --out " + path("b.csv")).code, 0);
   const Result unknown = run("backtest --data " + path("b.csv") + " --policy martingale");
   EXPECT_EQ(unknown.code, 2);
-  EXPECT_NE(unknown.err.find("unknown policy 'martingale'"), std::string::npos);
+  EXPECT_NE(
+      unknown.err.find("--policy 'martingale' is not one of buy-and-hold, flat or sign-of-ofi"),
+      std::string::npos)
+      << unknown.err;
   EXPECT_EQ(run("backtest --data " + path("b.csv")).code, 2);  // no policy
   EXPECT_EQ(run("backtest --data " + path("b.csv") + " --policy flat --weights x").code, 2);
   EXPECT_EQ(run("backtest --data " + path("missing.csv") + " --policy flat").code, 2);
   const Result huge = run("backtest --data " + path("b.csv") +
-                          " --policy flat --from "
+                          " --policy flat --start "
                           "99999999999999999999999");
   EXPECT_EQ(huge.code, 2);
-  EXPECT_NE(huge.err.find("--from 99999999999999999999999"), std::string::npos) << huge.err;
+  EXPECT_NE(huge.err.find("--start 99999999999999999999999"), std::string::npos) << huge.err;
   // An infinite value of a setting that must be a finite number: named, and nothing written.
   for (const char* setting :
        {"learning-rate", "reward-scale", "huber-delta", "guard-limit", "clip-norm"}) {
@@ -524,7 +528,8 @@ TEST_F(Cli, ADirectoryGivenAsAFileExitsTwoNamingTheOption) {
        "--data " + dir + " is a directory"},
       {"train --epochs 1 --out " + path("run") + " --data " + path("b.csv") + " --val-data " + dir,
        "--val-data " + dir + " is a directory"},
-      {"train --epochs 1 --out " + path("run") + " --config " + dir, dir + ": is a directory"},
+      {"train --epochs 1 --out " + path("run") + " --config " + dir,
+       "--config " + dir + " is a directory"},
       {"cache --data " + dir + " --out " + path("c.dqnbars"), "--data " + dir + " is a directory"},
   };
   for (const auto& [arguments, message] : cases) {
@@ -544,7 +549,7 @@ TEST_F(Cli, NumbersOutOfRangeExitTwoEchoingWhatWasTyped) {
   ASSERT_EQ(run("synth --bars 300 --seed 2 --out " + path("b.csv")).code, 0);
   const Result windows = run("backtest --data " + path("b.csv") + " --policy flat --windows 0");
   EXPECT_EQ(windows.code, 2);
-  EXPECT_NE(windows.err.find("--windows: '0' is below 1"), std::string::npos) << windows.err;
+  EXPECT_NE(windows.err.find("--windows '0' is below 1"), std::string::npos) << windows.err;
   EXPECT_EQ(windows.err.find("1.79"), std::string::npos) << windows.err;
   const Result epochs = run("train --epochs 18446744073709551616 --out " + path("run"));
   EXPECT_EQ(epochs.code, 2);
@@ -634,13 +639,20 @@ TEST_F(Cli, SynthWritesTheBinaryCacheToo) {
 namespace dqntrader {
 namespace {
 
-TEST_F(Cli, ReadmeHoldsTheSettingsAndMetricsTablesTheCodeGenerates) {
+TEST_F(Cli, ReadmeHoldsTheSettingsMetricsAndOptionsTablesTheCodeGenerates) {
   std::ifstream in(std::string(DQNTRADER_SOURCE_DIR) + "/README.md");
   std::stringstream readme;
   readme << in.rdbuf();
   const std::string text = readme.str();
-  for (const auto& [arguments, name] : {std::pair<std::string, std::string>{"settings", "settings"},
-                                        {"settings --metrics", "metrics"}}) {
+  std::vector<std::pair<std::string, std::string>> tables = {{"settings", "settings"},
+                                                             {"settings --metrics", "metrics"}};
+  for (const char* command : {"train", "sweep", "backtest", "act", "synth", "report"})
+    tables.push_back(
+        {std::string("settings --options ") + command, std::string("options:") + command});
+#if defined(DQNTRADER_WITH_ONNX)
+  tables.push_back({"settings --options export", "options:export"});
+#endif
+  for (const auto& [arguments, name] : tables) {
     const Result r = run(arguments);
     ASSERT_EQ(r.code, 0);
     const std::string begin = "<!-- " + name + ":begin -->\n", end = "<!-- " + name + ":end -->";

@@ -24,8 +24,10 @@
 #include "backends/execution.hpp"
 #include "bad_inputs.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
+#include "dqntrader/io/record.hpp"
 #include "dqntrader/train/run_checkpoint.hpp"
 #include "dqntrader/train/training_run.hpp"
 #include "test_support.hpp"
@@ -78,6 +80,62 @@ class Reliability : public ::testing::Test {
 
 // --- the run's record in a checkpoint ----------------------------------------------------
 
+// A checkpoint of format 1 (tests/fixtures/checkpoint-v1: a run of one epoch written before
+// records were kept by field name, its structs their bytes) is read, every field where its
+// run's own metrics.jsonl says, and the run continues from it; a format newer than this build
+// knows is refused, naming it.
+TEST_F(Reliability, ACheckpointOfFormatOneIsReadAndContinued) {
+  const fs::path fixture = fs::path(DQNTRADER_SOURCE_DIR) / "tests" / "fixtures" / "checkpoint-v1";
+  const std::string path = (fixture / "checkpoint-1.dqnckpt").string();
+  std::uint32_t format = 0;
+  std::vector<io::Section> sections = io::read_sections(path, &format);
+  ASSERT_EQ(format, 1u);
+  train::upgrade(sections, format, path);
+  const train::RunCheckpoint saved = train::RunCheckpoint::read(sections, path);
+  ASSERT_EQ(saved.epoch, 1);
+  ASSERT_EQ(saved.members.size(), 1u);
+  const nlohmann::json epoch = nlohmann::json::parse(slurp(fixture / "metrics.jsonl"));
+  ASSERT_EQ(epoch["epoch"], 1);
+  ASSERT_TRUE(epoch["best"].get<bool>());
+  // Every metric, by name: the checkpoint's best are the epoch's validation metrics.
+  EXPECT_EQ(eval::to_json(saved.members[0].best_metrics), epoch["validation"]);
+  const train::MemberState& state = saved.members[0].state;
+  EXPECT_EQ(state.best_sharpe, epoch["validation"]["sharpe"].get<double>());
+  EXPECT_EQ(state.last_sharpe, state.best_sharpe);
+  EXPECT_EQ(state.best_epoch, 1);
+  EXPECT_EQ(state.epoch, 1);
+  EXPECT_EQ(state.since_best, 0);
+  // Written at the epoch's end, before the run ended: neither done nor failed nor stopped.
+  EXPECT_EQ(state.done, 0);
+  EXPECT_EQ(state.failed, 0);
+  EXPECT_EQ(state.stopped_early, 0);
+  const io::RecordReader counters(io::find_section(sections, "host_counters", path), path);
+  std::int64_t steps = 0;
+  counters("steps", steps);
+  EXPECT_EQ(steps, epoch["steps"].get<std::int64_t>());
+  // The run goes on from it, writing the format of today.
+  const fs::path run = m_dir / "v1";
+  fs::copy(fixture, run);
+  ASSERT_EQ(cli("train --resume " + run.string() + " --epochs 2"), 0) << err();
+  EXPECT_NE(err().find("resuming after epoch 1"), std::string::npos) << err();
+  ASSERT_NO_THROW(io::read_sections((run / "checkpoint-2.dqnckpt").string(), &format));
+  EXPECT_EQ(format, train::kCheckpointFormat);
+  EXPECT_EQ(
+      nlohmann::json::parse(slurp(run / "metrics.jsonl")
+                                .substr(slurp(run / "metrics.jsonl").find('\n') + 1))["epoch"],
+      2);
+  // A newer format is named, not misread.
+  try {
+    train::upgrade(sections, train::kCheckpointFormat + 1, path);
+    ADD_FAILURE() << "a checkpoint of a newer format was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("format " + std::to_string(train::kCheckpointFormat + 1) +
+                                         " is newer than this dqntrader reads"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Every field of the run's record comes back from a checkpoint file as it went in; a record
 // without the fields older checkpoints lack (the test window's fingerprint, a member's last
 // parameters before it finished) reads them as absent.
@@ -98,14 +156,20 @@ TEST_F(Reliability, TheRunsCheckpointRecordRoundTripsEveryField) {
   for (std::size_t m = 0; m < 3; ++m) {
     train::RunCheckpoint::Member member;
     member.settings = {{"gamma", uniform(rng)}, {"hidden", {number(), number()}}, {"seed", m}};
-    member.state =
-        train::MemberState{uniform(rng), uniform(rng), number(), number(), number(), 1, 0, 1};
+    // Every field of the member's state and metrics a value of its own (an infinity and a
+    // NaN among them: a record keeps a double's bits).
+    auto fill = [&](const char*, auto& field) {
+      if constexpr (std::is_floating_point<std::decay_t<decltype(field)>>::value) {
+        field = uniform(rng);
+      } else {
+        field = number();
+      }
+    };
+    train::for_each_field(member.state, fill);
     member.best_parameters = floats(17 + m);
-    member.best_metrics.bars = number();
-    member.best_metrics.sharpe = uniform(rng);
-    member.best_metrics.max_drawdown = -std::fabs(uniform(rng));
-    member.best_metrics.trades_closed = number();
+    eval::for_each_field(member.best_metrics, fill);
     member.best_metrics.profit_factor = std::numeric_limits<double>::infinity();
+    member.best_metrics.calmar = std::numeric_limits<double>::quiet_NaN();
     if (m != 1)
       member.last_parameters = floats(17 + m);
     member.metrics = "{\"epoch\":" + std::to_string(number()) + "}\n";
@@ -115,7 +179,7 @@ TEST_F(Reliability, TheRunsCheckpointRecordRoundTripsEveryField) {
   std::vector<io::Section> sections = {{"trainer_state", "kept apart"}};
   record.append_to(sections);
   const std::string path = (m_dir / "record.dqnckpt").string();
-  io::write_sections(path, sections);
+  io::write_sections(path, train::kCheckpointFormat, sections);
   const train::RunCheckpoint back = train::RunCheckpoint::read(io::read_sections(path), path);
   EXPECT_EQ(back.epoch, record.epoch);
   EXPECT_EQ(back.data_fingerprint, record.data_fingerprint);
@@ -125,9 +189,21 @@ TEST_F(Reliability, TheRunsCheckpointRecordRoundTripsEveryField) {
     const auto& a = record.members[m];
     const auto& b = back.members[m];
     EXPECT_EQ(b.settings, a.settings);
-    EXPECT_EQ(std::memcmp(&b.state, &a.state, sizeof a.state), 0) << "member " << m;
+    // Field by field, by their bits.
+    auto bits = [](const auto& record) {
+      std::vector<std::pair<std::string, std::uint64_t>> out;
+      for_each_field(record, [&out](const char* name, auto value) {
+        std::uint64_t b = 0;
+        std::memcpy(&b, &value, sizeof value);
+        out.push_back({name, b});
+      });
+      return out;
+    };
+    EXPECT_EQ(bits(b.state), bits(a.state)) << "member " << m;
+    EXPECT_EQ(bits(b.state).size() * 8, sizeof(train::MemberState));  // every field listed
     EXPECT_EQ(b.best_parameters, a.best_parameters);
-    EXPECT_EQ(std::memcmp(&b.best_metrics, &a.best_metrics, sizeof a.best_metrics), 0);
+    EXPECT_EQ(bits(b.best_metrics), bits(a.best_metrics)) << "member " << m;
+    EXPECT_EQ(bits(b.best_metrics).size() * 8, sizeof(eval::WindowMetrics));
     EXPECT_EQ(b.last_parameters, a.last_parameters);
     EXPECT_EQ(b.metrics, a.metrics);
     EXPECT_EQ(b.timings, a.timings);

@@ -292,8 +292,8 @@ TEST_F(Selection, ASweepsStatisticsAreTheOraclesOnItsMembersReturns) {
                "/best.dqnpolicy";
   }
   const fs::path csv = m_dir / "returns.csv";
-  ASSERT_EQ(shell(cli + " backtest --data " + data + weights + " --from " +
-                  s["window"]["first_bar"].dump() + " --to " + s["window"]["last_bar"].dump() +
+  ASSERT_EQ(shell(cli + " backtest --data " + data + weights + " --start " +
+                  s["window"]["first_bar"].dump() + " --end " + s["window"]["last_bar"].dump() +
                   " --returns " + csv.string()),
             0)
       << slurp(m_dir / "err.txt");

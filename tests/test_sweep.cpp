@@ -389,7 +389,7 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
       {"--random 3 --set gamma=0.9", "--random 3: draws 1 and 2 are the same settings"},
       // Numbers past 2^64 - 1 are refused as typed, never clamped.
       {"--pbt-interval 99999999999999999999 --schedule pbt --seeds 1-2",
-       "--pbt-interval: '99999999999999999999' is larger than the largest whole number"},
+       "--pbt-interval '99999999999999999999' is larger than the largest whole number"},
       {"--halving-interval 18446744073709551616 --schedule halving --seeds 1-2",
        "'18446744073709551616' is larger"},
       // A schedule that would never decide in the epochs given.
@@ -420,7 +420,8 @@ TEST_F(Sweep, BadSpecificationsExitWithTwoNamingTheArgument) {
       << bad_value.err;
   const Result directory = run(base + "--space " + m_dir.string());
   EXPECT_EQ(directory.code, 2);
-  EXPECT_NE(directory.err.find("is a directory, not a space file"), std::string::npos)
+  EXPECT_NE(directory.err.find("--space " + m_dir.string() + " is a directory, not a file"),
+            std::string::npos)
       << directory.err;
   std::ofstream(path("a-file")) << "x";
   const Result file_out = run("sweep --data " + path("bars.dqnbars") + " --out " + path("a-file") +
@@ -545,10 +546,33 @@ TEST_F(Sweep, AResumeWritesAFinishedMembersLostFilesAgain) {
     EXPECT_EQ(slurp(members / "m-0000" / file), bytes) << file;
   EXPECT_EQ(slurp(members / "m-0005" / "metrics.jsonl"), records);
   EXPECT_EQ(json_file(m_dir / "lost" / "leaderboard.json"), board);
-  // Intact, a finished sweep's resume runs nothing again.
+  // Intact, a finished sweep's resume runs nothing again: no member's or population's file is
+  // written (each keeps its time and bytes, and none is added), and the leaderboard stands.
+  std::map<std::string, std::pair<fs::file_time_type, std::string>> files;
+  auto written = [&] {
+    std::map<std::string, std::pair<fs::file_time_type, std::string>> out;
+    for (const char* part : {"members", "populations"}) {
+      for (const auto& entry : fs::recursive_directory_iterator(m_dir / "lost" / part)) {
+        if (entry.is_regular_file())
+          out[entry.path().string()] = {entry.last_write_time(), slurp(entry.path())};
+      }
+    }
+    return out;
+  };
+  files = written();
+  ASSERT_GT(files.size(), 8u * 5);
   const Result again = run("sweep --resume " + path("lost"));
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(again.err.find("runs again"), std::string::npos) << again.err;
+  const auto after = written();
+  EXPECT_EQ(after.size(), files.size());
+  for (const auto& [name, was] : files) {
+    const auto now = after.find(name);
+    ASSERT_NE(now, after.end()) << name << " is gone";
+    EXPECT_EQ(now->second.first, was.first) << name << " was written again";
+    EXPECT_EQ(now->second.second, was.second) << name;
+  }
+  EXPECT_EQ(json_file(m_dir / "lost" / "leaderboard.json"), board);
 }
 
 // A resume on data other than the sweep's is refused, saying what differs; on its data, it goes.

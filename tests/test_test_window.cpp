@@ -205,7 +205,7 @@ TEST_F(TestWindow, TheRecordIsWhatABacktestOfThePoliciesGivesAndResumingKeepsIt)
   ASSERT_EQ(cli("backtest --data " + data + " --weights " + (dir / "best.dqnpolicy").string() +
                 " --weights " + (dir / "last.dqnpolicy").string() +
                 " --policy buy-and-hold --policy flat --policy sign-of-ofi --cost 0.0005 "
-                "--bars-per-year 252 --from " +
+                "--bars-per-year 252 --start " +
                 test["window"]["first_bar"].dump() + " --json " + json),
             0)
       << slurp(m_dir / "err.txt");
@@ -263,7 +263,7 @@ TEST_F(TestWindow, ATestFileThatIsNotUnseenIsRefused) {
             2);
   EXPECT_NE(slurp(m_dir / "err.txt")
                 .find("--test-fraction cuts the test window off the data, "
-                      "and --test-data"),
+                      "and a test-data file is the test window: drop --test-data"),
             std::string::npos)
       << slurp(m_dir / "err.txt");
   EXPECT_FALSE(fs::exists(m_dir / "run"));

@@ -33,6 +33,7 @@ __all__ = [
     "configure",
     "info",
     "load_policy",
+    "report",
     "settings",
     "sweep",
     "synth",
@@ -56,15 +57,6 @@ def _whole(name, value, least=0, most=2**63 - 1):
     return value
 
 
-def _number(name, value):
-    """value as a finite float; TypeError or ValueError naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}= takes a number, not {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name}={value!r}: not a finite number")
-    return float(value)
-
-
 def _names(name, value):
     """A list of column names: one name (a str) or an iterable of them."""
     if isinstance(value, str):
@@ -74,6 +66,63 @@ def _names(name, value):
         if not isinstance(item, str):
             raise TypeError(f"{name}= takes column names (str), not {item!r}")
     return names
+
+
+_TABLES = {t["command"]: t for t in _core.tables()}
+
+
+def _text(name, value):
+    """One value as the command line would give it: a flag true/false, a number in its
+    shortest form, a path or a text as it is. The library checks it (ValueError naming it)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return repr(float(value))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"{name}= takes a number, a text or a path, not {value!r}")
+
+
+def _given(command, arguments):
+    """The keyword arguments of a command's function as the library's request reads them:
+    each option's name as the command spells it (- for _) with its values as texts; a
+    sequence is a repeatable option's values, or a list option's items. None: not given."""
+    options = {o["name"]: o for o in _TABLES[command]["options"]}
+    given = {}
+    for name, value in arguments.items():
+        if value is None:
+            continue
+        key = name.replace("_", "-")
+        option = options.get(key, {})
+        if isinstance(value, (list, tuple, np.ndarray)):
+            items = [_text(name, item) for item in value]
+            if option.get("repeatable"):
+                if items:
+                    given[key] = items
+                continue
+            if option.get("kind") == "list":
+                given[key] = [",".join(items)]
+                continue
+            raise TypeError(f"{name}= takes one value, not {value!r}")
+        given[key] = [_text(name, value)]
+    return given
+
+
+def _options_doc(command, settings=True):
+    """The options of a command's table as a docstring's lines (name = default, help)."""
+    rows = []
+    for o in _TABLES[command]["options"]:
+        if o["setting"] and not settings:
+            continue
+        default = o["default"] or "(none)"
+        rows.append(f"    {o['name'].replace('-', '_')} = {default}\n        {o['help']}")
+    return "\n".join(rows)
 
 
 def configure(threads=None, device=None):
@@ -269,23 +318,13 @@ class Bars:
         self._core.save(os.fspath(path))
 
 
-def synth(bars=20000, *, seed=1, start="2000-01-03", interval_ms=86_400_000, initial_price=100.0,
-          ofi_signal=0.3):
+def synth(bars=None, **options):
     """The built-in synthetic market (``dqntrader synth``): daily bars with a planted signal in
-    ofi that a policy can learn; the same arguments give the same bars on every machine."""
-    bars = _whole("bars", bars, 2, 2**30)
-    seed = _whole("seed", seed, 0, 2**64 - 1)
-    interval_ms = _whole("interval_ms", interval_ms, 1)
-    initial_price = _number("initial_price", initial_price)
-    if initial_price <= 0:
-        raise ValueError(f"initial_price={initial_price}: a price is positive")
-    ofi_signal = _number("ofi_signal", ofi_signal)
-    if not isinstance(start, str):
-        raise TypeError(f"start= takes an ISO-8601 date, not {start!r}")
-    start_ms = int(_milliseconds(np.array([start]))[0])
-    if start_ms == _NAT:
-        raise ValueError(f"start={start!r}: not a date")
-    return Bars(_core.Bars.synth(bars, seed, start_ms, interval_ms, initial_price, ofi_signal))
+    ofi that a policy can learn; the same options give the same bars on every machine.
+    start may also be a datetime64 or a pandas Timestamp. Options:
+    """
+    options["start"] = _time(options.get("start"))
+    return Bars(_core.Bars.synth(_given("synth", dict(options, bars=bars))))
 
 
 def _bars_directory():
@@ -323,27 +362,6 @@ def _with_data(settings, bars, val_bars, test_bars):
 
 
 # ---- settings, logs ---------------------------------------------------------------------------
-
-
-def _plain(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_plain(v) for v in value]
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value
-
-
-def _settings_json(given):
-    plain = {}
-    for name, value in given.items():
-        value = _plain(value)
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, float) and not math.isfinite(item):
-                raise ValueError(f"{name}={value!r}: not a finite number")
-        plain[name.replace("_", "-")] = value
-    return json.dumps(plain)
 
 
 def _log_target(log):
@@ -422,32 +440,25 @@ class Run:
         return load_policy(os.path.join(self.dir, f"{which}.dqnpolicy"))
 
 
-def train(bars=None, out="runs/latest", *, val_bars=None, test_bars=None, resume=None,
-          force=False, progress=None, log=True, **settings):
+def train(bars=None, out=None, *, val_bars=None, test_bars=None, progress=None, log=True,
+          **options):
     """Trains an agent (``dqntrader train``) and returns its :class:`Run`.
 
     bars: :class:`Bars` or a bar file's path (default: the built-in synthetic market);
     val_bars, test_bars: a separate validation or test window, likewise. Bars made in memory
     are stored once, by their fingerprint, as a .dqnbars file under $DQNTRADER_BARS_DIR
     (default ~/.cache/dqntrader/bars), which the run's config.json names.
-    out: the run's directory. resume: continue the run in this directory from its newest
-    checkpoint (settings given here override its own, e.g. epochs). force: with resume, go on
-    even when settings or data differ; without, start again in an out that holds a run.
-    progress: called as progress(epoch, epochs) after each epoch. log: True writes the run's
-    lines to standard error, False nothing, a callable gets each line.
-    settings: any training setting by name (``_`` for ``-``); an unknown name or a bad value
-    raises ValueError. Ctrl-C raises KeyboardInterrupt at the next step; the run's last
-    checkpoint stays valid, and ``train(resume=out)`` continues it bitwise.
+    out: the run's directory (default runs/latest). progress: called as progress(epoch, epochs)
+    after each epoch. log: True writes the run's lines to standard error, False nothing, a
+    callable gets each line. options: the command's options and every training setting, by
+    name (``_`` for ``-``); an unknown name or a bad value raises ValueError naming it. Ctrl-C
+    raises KeyboardInterrupt at the next step; the run's last checkpoint stays valid, and
+    ``train(resume=out)`` continues it bitwise.
 
-    Settings and their defaults:
+    Options and settings with their defaults:
     """
-    given = _with_data(settings, bars, val_bars, test_bars)
-    if resume is None:
-        given["out"] = os.fspath(out)
-    elif out != "runs/latest" and os.fspath(out) != os.fspath(resume):
-        raise ValueError("resume= continues the run in its own directory; drop out=")
-    result = _core.train(_settings_json(given), "" if resume is None else os.fspath(resume),
-                         bool(force), progress, _log_target(log))
+    given = _given("train", _with_data(dict(options, out=out), bars, val_bars, test_bars))
+    result = _core.train(given, progress, _log_target(log))
     return Run(result["out"], result)
 
 
@@ -494,87 +505,60 @@ class Sweep:
 
 
 def _axis(text):
-    """A --set argument with the setting's name as the command spells it."""
+    """A set= value with the setting's name as the command spells it."""
+    if not isinstance(text, str):
+        raise TypeError(f"set= takes NAME=VALUES texts, not {text!r}")
     name, equals, values = text.partition("=")
     return name.replace("_", "-") + equals + values
 
 
-def sweep(bars=None, out=None, *, set=(), seeds=None, random=None, random_seed=None,
-          population=None, pbo_blocks=None, schedule=None, pbt_interval=None, pbt_fraction=None,
-          pbt_perturb=None, pbt_resample=None, pbt_burn_in=None, halving_rate=None,
-          halving_interval=None, space=None, val_bars=None, test_bars=None, resume=None, log=True,
-          **settings):
+def sweep(bars=None, out=None, *, val_bars=None, test_bars=None, log=True, **options):
     """Trains every member of a search space (``dqntrader sweep``) and returns its
     :class:`Sweep`.
 
     bars: :class:`Bars` or a bar file's path (required: on the built-in market the seed would
     choose the market too); out: the sweep's directory (required). set: settings to vary, as
-    ``dqntrader sweep --set`` takes them ("gamma=0.9,0.99", "learning_rate=1e-4:1e-3:log");
-    seeds: "1-4" or a list; random: draws instead of the grid; space: a search-space JSON file.
-    The schedule between epochs: schedule ("none", "pbt", "halving") and its pbt_* and
-    halving_* options, as the command's. resume: continue the sweep in this directory.
-    Other settings as :func:`train` takes them; Ctrl-C stops the sweep at the next step
-    (continue it with resume=).
+    ``dqntrader sweep --set`` takes them ("gamma=0.9,0.99", "learning_rate=1e-4:1e-3:log"; one
+    text or a list); seeds: "1-4" or a list. resume: continue the sweep in this directory (and
+    nothing else). Ctrl-C stops the sweep at the next step (continue it with resume=).
+
+    Options and settings with their defaults:
     """
-    log_target = _log_target(log)
-    if resume is not None:
-        return Sweep(_core.sweep("{}", os.fspath(resume), {}, log_target))
-    given = _with_data(settings, bars, val_bars, test_bars)
-    if out is not None:
-        given["out"] = os.fspath(out)
-    if isinstance(set, str):
-        set = [set]
-    if seeds is not None and not isinstance(seeds, str):
-        seeds = ",".join(str(_whole("seeds", s, 0, 2**64 - 1)) for s in seeds)
-    if pbt_perturb is not None and not isinstance(pbt_perturb, str):
-        pbt_perturb = ",".join(repr(_number("pbt_perturb", f)) for f in pbt_perturb)
-    whole = {"random": random, "random_seed": random_seed, "population": population,
-             "pbo_blocks": pbo_blocks, "pbt_interval": pbt_interval, "pbt_burn_in": pbt_burn_in,
-             "halving_interval": halving_interval}
-    for name, value in whole.items():
-        if value is not None:
-            _whole(name, value, 0, 2**64 - 1 if name == "random_seed" else 2**63 - 1)
-    for name, value in (("pbt_fraction", pbt_fraction), ("pbt_resample", pbt_resample),
-                        ("halving_rate", halving_rate)):
-        if value is not None:
-            _number(name, value)
-    options = {
-        "space": None if space is None else os.fspath(space),
-        "set": [_axis(text) for text in set] or None,
-        "seeds": seeds, "random": random, "random_seed": random_seed, "population": population,
-        "pbo_blocks": pbo_blocks, "schedule": schedule, "pbt_interval": pbt_interval,
-        "pbt_fraction": pbt_fraction, "pbt_perturb": pbt_perturb, "pbt_resample": pbt_resample,
-        "pbt_burn_in": pbt_burn_in, "halving_rate": halving_rate,
-        "halving_interval": halving_interval,
-    }
-    options = {k: v for k, v in options.items() if v is not None}
-    return Sweep(_core.sweep(_settings_json(given), "", options, log_target))
+    if "set" in options and options["set"] is not None:
+        axes = options["set"]
+        options["set"] = [_axis(axes)] if isinstance(axes, str) else [_axis(a) for a in axes]
+    given = _given("sweep", _with_data(dict(options, out=out), bars, val_bars, test_bars))
+    return Sweep(_core.sweep(given, _log_target(log)))
+
+
+def report(run, out=None, *, data=None, log=False):
+    """Writes the HTML report of a training run's or a sweep's directory (``dqntrader
+    report``) and returns the file's path (default RUN/report.html). data: the bar file, when
+    it has moved since training. log: as train()'s."""
+    given = _given("report", {"run": os.fspath(run), "out": out, "data": data})
+    return _core.report(given, _log_target(log))
 
 
 # ---- backtests and policies -------------------------------------------------------------------
 
 
-def _bars_of(bars):
-    """Bars (their core), or a bar file's path, which the library reads with the columns the
+def _bars_of(bars, arguments):
+    """Bars held in memory (their core), with the data option named after them, or None with
+    the bar file's path as the data option: the library reads it with the columns the
     policies need, as the command reads --data."""
     if isinstance(bars, Bars):
+        arguments["data"] = bars.source
         return bars._core
     if isinstance(bars, (str, os.PathLike)):
-        return os.fspath(bars)
+        arguments["data"] = os.fspath(bars)
+        return None
     raise TypeError(f"bars= takes Bars or a bar file's path, not {type(bars).__name__}")
 
 
-def _bound(value):
-    """A window's bound as ``dqntrader`` takes it: a bar index or an ISO-8601 time."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        raise TypeError(f"a bar is an index or a time, not {value!r}")
-    if isinstance(value, (int, np.integer)):
-        if value < 0:
-            raise ValueError(f"bar {value}: bars count from 0")
-        return str(int(value))
-    if isinstance(value, str):
+def _time(value):
+    """A window's bound or a date as ``dqntrader`` takes it: a bar index or an ISO-8601 time
+    (datetime64 values and pandas Timestamps are written as one)."""
+    if value is None or isinstance(value, (str, bool, numbers.Integral)):
         return value
     try:
         return str(np.datetime64(value, "ms"))
@@ -582,31 +566,32 @@ def _bound(value):
         raise TypeError(f"a bar is an index or a time, not {value!r}") from None
 
 
-def backtest(bars, weights=(), policies=(), *, start=None, end=None, windows=1, cost=None,
-             bars_per_year=None, risk_free=None, precision=None, chunk_bars=None):
-    """Backtests policy files (weights) and built-in policies (policies: "buy-and-hold",
-    "flat", "sign-of-ofi") on bars, together (``dqntrader backtest``).
+def _paths(values):
+    """One path or a sequence of them, as texts."""
+    if isinstance(values, (str, os.PathLike)):
+        values = [values]
+    return [os.fspath(v) for v in values]
 
-    start, end: the window's first and last bar (an index, or a time: the first bar at or
-    after it, the last at or before it); windows: consecutive walk-forward windows. cost,
-    bars_per_year, risk_free, precision, chunk_bars: as the command's options.
+
+def backtest(bars, weights=(), policy=(), **options):
+    """Backtests policy files (weights) and built-in policies (policy: "buy-and-hold", "flat",
+    "sign-of-ofi"; one or a list) on bars, together (``dqntrader backtest``).
+
+    bars: :class:`Bars` or a bar file's path. start, end: the window's first and last bar (an
+    index, or a time: the first bar at or after it, the last at or before it).
     Returns {"metrics": [...], "paths": [...]}: metrics as ``backtest --json`` writes them (one
     dict per policy and window: policy, window, metrics); paths one dict per policy and window
     with NumPy arrays, a row per bar return (as ``--returns``): bar, timestamp, position (held
     over the bar), return (net), equity (after it; 1 at the window's first bar).
+
+    Options with their defaults:
     """
-    bars = _bars_of(bars)
-    if isinstance(weights, (str, os.PathLike)):
-        weights = [weights]
-    if isinstance(policies, str):
-        policies = [policies]
-    windows = _whole("windows", windows, 1)
-    chunk_bars = None if chunk_bars is None else _whole("chunk_bars", chunk_bars, 1)
-    cost, bars_per_year, risk_free = (None if v is None else _number(n, v) for n, v in (
-        ("cost", cost), ("bars_per_year", bars_per_year), ("risk_free", risk_free)))
-    result = _core.backtest(bars, [os.fspath(w) for w in weights], list(policies),
-                            _bound(start), _bound(end), windows, cost, bars_per_year,
-                            risk_free, precision or "", chunk_bars)
+    arguments = dict(options, weights=_paths(weights),
+                     policy=[policy] if isinstance(policy, str) else list(policy))
+    for bound in ("start", "end"):
+        arguments[bound] = _time(arguments.get(bound))
+    held = _bars_of(bars, arguments)
+    result = _core.backtest(held, _given("backtest", arguments))
     for path in result["paths"]:
         path["timestamp"] = path.pop("timestamp_ms").astype("datetime64[ms]")
     return result
@@ -629,32 +614,33 @@ class Policy:
                       doc="Bars the features read before a decision.")
     info = property(lambda self: self._core.info, doc="The file's metadata.")
 
-    def act(self, bars, start=None, end=None, position="flat", *, precision=None,
-            chunk_bars=None):
+    def act(self, bars, start=None, end=None, **options):
         """Decisions on bars (``dqntrader act``): at the latest bar alone (start and end None),
         or one per bar from start to end (an index or a time), each coming in with the position
         the one before took, the first with position ("flat", "long", "short" or a number).
         Returns a dict of NumPy arrays, one row per decision: bar, timestamp, incoming, q (one
-        column per action), action, position (held from the next bar on)."""
-        bars = _bars_of(bars)
-        chunk_bars = None if chunk_bars is None else _whole("chunk_bars", chunk_bars, 1)
-        result = self._core.act(bars, _bound(start), _bound(end), str(position),
-                                precision or "", chunk_bars)
+        column per action), action, position (held from the next bar on).
+
+        Options with their defaults:
+        """
+        arguments = dict(options, weights=self.path, start=_time(start), end=_time(end))
+        held = _bars_of(bars, arguments)
+        result = self._core.act(held, _given("act", arguments))
         result["timestamp"] = result.pop("timestamp_ms").astype("datetime64[ms]")
         return result
 
-    def export_onnx(self, path, inputs="float64"):
-        """Writes the policy's whole decision as an ONNX model (``dqntrader export --onnx``):
-        each row's raw bars and incoming position in, its Q-values and action out. inputs:
-        "float64" (the decision exactly; onnxruntime) or "float32" (every input float32, the
-        closes in two parts; OpenCV's DNN, TensorRT). ValueError when path is the policy's own
-        file."""
+    def export_onnx(self, onnx, **options):
+        """Writes the policy's whole decision as an ONNX model (``dqntrader export``) to the
+        file onnx: each row's raw bars and incoming position in, its Q-values and action out.
+        ValueError when onnx is the policy's own file.
+
+        Options with their defaults:
+        """
         if not hasattr(self._core, "export_onnx"):
             raise RuntimeError("this build has no ONNX export (built without "
                                "DQNTRADER_ENABLE_ONNX)")
-        if not isinstance(inputs, str):
-            raise TypeError(f"inputs= takes 'float64' or 'float32', not {inputs!r}")
-        self._core.export_onnx(os.fspath(path), inputs)
+        self._core.export_onnx(_given("export", dict(options, weights=self.path,
+                                                      onnx=os.fspath(onnx))))
 
 
 def load_policy(path):
@@ -663,12 +649,10 @@ def load_policy(path):
     return Policy(_core.load_policy(os.fspath(path)))
 
 
-def _settings_doc():
-    rows = []
-    for s in _core.settings():
-        rows.append(f"    {s['name'].replace('-', '_')} = {s['default'] or '(empty)'}\n"
-                    f"        {s['help']}")
-    return "\n".join(rows)
-
-
-train.__doc__ += "\n" + _settings_doc() + "\n"
+synth.__doc__ += "\n" + _options_doc("synth") + "\n"
+train.__doc__ += "\n" + _options_doc("train") + "\n"
+sweep.__doc__ += "\n" + _options_doc("sweep") + "\n"
+backtest.__doc__ += "\n" + _options_doc("backtest") + "\n"
+Policy.act.__doc__ += "\n" + _options_doc("act") + "\n"
+if "export" in _TABLES:
+    Policy.export_onnx.__doc__ += "\n" + _options_doc("export") + "\n"

@@ -20,6 +20,7 @@ the warm-up W = max(return_window, volatility_window, ofi_window - 1).
 
 Usage:
     policy_reference.py POLICY BARS.csv [--from BAR] [--to BAR] [--position P]
+    policy_reference.py POLICY BARS.csv --every-position [--from BAR] [--to BAR]
     policy_reference.py --check POLICY
     policy_reference.py --self-test
 
@@ -28,6 +29,9 @@ bar, --to alone starts at the warm-up bar W. --position is the incoming position
 decision, a value that must be one of the policy's positions (default 0, flat). One JSON
 object per line (JSON Lines) per decision: {"bar": t, "q": [...], "action": a,
 "position": positions[a]}; q holds the float32 Q-values written as Python floats (exact).
+--every-position decides at each bar coming in with each of the policy's positions in turn,
+carrying nothing: one line per bar and incoming position, bar by bar, the positions in their
+order, {"bar": t, "incoming": i (the position's index), "q": [...], "action": a}.
 --check verifies the file and prints one JSON object: the metadata and what follows from it.
 --self-test builds policies and bars of its own and checks the reader and the decisions.
 Exit status 2 with a message on stderr for a bad file, a missing column, too few bars, a
@@ -480,6 +484,20 @@ def decide(policy, bars, first, last, incoming_index=None):
     return records
 
 
+def every_position(policy, bars, first, last):
+    """The decision at bars first..last inclusive coming in with each position (by index),
+    nothing carried: [{"bar": t, "incoming": i, "q": [floats], "action": a}], bar by bar."""
+    check_bar_range(policy, bars, first, last)
+    z = features(policy, bars, first, last)
+    records = []
+    for row, t in enumerate(range(first, last + 1)):
+        for i in range(len(policy["positions"])):
+            q = q_values(policy, state(policy, z[row], i))
+            records.append({"bar": t, "incoming": i, "q": [float(x) for x in q],
+                            "action": argmax_lowest(q)})
+    return records
+
+
 # ----------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------
@@ -499,6 +517,7 @@ def main(argv=None):
     parser.add_argument("--from", dest="first", type=int, metavar="BAR")
     parser.add_argument("--to", dest="last", type=int, metavar="BAR")
     parser.add_argument("--position", type=float, metavar="P")
+    parser.add_argument("--every-position", action="store_true")
     parser.add_argument("--check", metavar="POLICY")
     parser.add_argument("--self-test", action="store_true")
     args = parser.parse_args(argv)
@@ -523,10 +542,15 @@ def main(argv=None):
         else:
             first = warmup(policy) if args.first is None else args.first
             last = n - 1 if args.last is None else args.last
-        incoming = None
-        if args.position is not None:
-            incoming = position_index(policy, args.position)
-        records = decide(policy, bars, first, last, incoming)
+        if args.every_position:
+            if args.position is not None:
+                parser.error("--every-position takes every position: drop --position")
+            records = every_position(policy, bars, first, last)
+        else:
+            incoming = None
+            if args.position is not None:
+                incoming = position_index(policy, args.position)
+            records = decide(policy, bars, first, last, incoming)
     except (ValueError, OSError) as e:
         print("policy_reference.py: %s" % e, file=sys.stderr)
         return 2
@@ -799,6 +823,16 @@ def self_test():
             report("decisions at bars %d..%d carry the position (Q of each = network on the "
                    "previous decision's one-hot; = one bar at a time chained)" % (w, last),
                    carried and chained == records, "positions taken %s" % distinct)
+            # Every position at every bar: each row is the carried path's decision where that
+            # path came in with the row's position.
+            table = every_position(policy, bars, w, last)
+            K = len(positions)
+            matches = len(table) == K * len(records) and all(
+                table[i * K + (start if i == 0 else
+                               position_index(policy, records[i - 1]["position"]))]["q"]
+                == rec["q"] for i, rec in enumerate(records))
+            report("every position at every bar: %d rows, the carried path's among them"
+                   % len(table), matches)
             depends = any(
                 len(set(argmax_lowest(q_values(policy, state(policy, z[i], k)))
                         for k in range(len(positions)))) > 1 for i in range(len(z)))

@@ -31,6 +31,7 @@
 #include "dqntrader/eval/decisions.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/json_values.hpp"
+#include "dqntrader/request/requests.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 
 namespace dqntrader::cli {
@@ -92,17 +93,10 @@ void append_record(std::string& out, const eval::Decision& d, std::size_t bar, s
   out += "}\n";
 }
 
-// The decisions of a file (or of standard input read to its end) at one bar or a window.
-struct Options {
-  std::string weights, data, position = "flat", from, to, precision;
-  bool json = false, follow = false;
-  std::size_t chunk_bars = eval::BacktestConfig{}.chunk_bars;
-};
-
 // The bars of --data: a file (CSV or .dqnbars) or standard input (CSV) read to its end.
-data::Bars read_all(const Options& options, const data::ColumnSelection& columns) {
-  if (options.data != "-")
-    return data::load_bars(options.data, columns);
+data::Bars read_all(const std::string& path, const data::ColumnSelection& columns) {
+  if (path != "-")
+    return data::load_bars(path, columns);
   data::CsvBarParser parser("standard input", columns);
   std::string line;
   while (std::getline(std::cin, line))
@@ -269,73 +263,42 @@ class LineStream {
 }  // namespace
 
 Command add_act(CLI::App& app) {
-  auto options = std::make_shared<Options>();
+  struct Presentation {
+    bool json = false, follow = false;
+  };
+  auto flags = std::make_shared<RequestFlags>();
+  auto shown = std::make_shared<Presentation>();
   Command command;
-  command.app = app.add_subcommand(
-      "act",
-      "a trained policy's decision for the latest bar of the data (its Q-values, the action and "
-      "the position to hold from the next bar on), or one per bar of a window carrying the "
-      "position as a backtest does, or one per bar as bars arrive (--follow)");
+  command.app = flags->add(app, request::table("act"));
   CLI::App* c = command.app;
-  c->add_option("--weights", options->weights,
-                "policy file (.dqnpolicy), a training run's directory (its best policy) or a "
-                "sweep's directory (its winner's best policy)")
-      ->required();
-  c->add_option("--data", options->data,
-                "bar file: CSV or .dqnbars; - for CSV rows on standard input")
-      ->required();
-  c->add_option("--position", options->position,
-                "the position held coming into the first decision: a number, or flat, long or "
-                "short")
-      ->capture_default_str();
-  c->add_option("--from", options->from,
-                "decide at every bar from this one (a bar index or an ISO-8601 timestamp) to "
-                "--to, carrying the position; default the latest bar alone");
-  c->add_option("--to", options->to,
-                "the last bar of the window (default the last bar of the data)");
-  c->add_flag("--json", options->json,
+  c->description(c->get_description() + ", or one per bar as bars arrive (--follow)");
+  c->add_flag("--json", shown->json,
               "one JSON object per decision, one per line (bar, timestamp, incoming, q, action, "
               "position)");
-  c->add_flag("--follow", options->follow,
+  c->add_flag("--follow", shown->follow,
               "after the data's latest bar, keep reading: rows appended to the file, or rows on "
               "standard input (--data -), each answered by one JSON line as soon as it is "
               "complete; ends at the end of standard input, or on SIGINT or SIGTERM, with exit 0");
-  c->add_option("--precision", options->precision,
-                "network arithmetic: fp32 (the default: the decision the policy file defines and "
-                "export writes), tf32 or bf16 (faster on CUDA; may decide otherwise where "
-                "Q-values nearly tie)");
-  c->add_option("--chunk-bars", options->chunk_bars, "bars per network pass (bounds device memory)")
-      ->capture_default_str()
-      ->check(whole_number(1));
-  command.run = [options](const ExecSpace& space) {
-    if (options->follow && (!options->from.empty() || !options->to.empty()))
-      throw InputError("--follow answers the bars as they come: drop --from and --to");
-    const std::string path = sweep::policy_path(options->weights);
-    check_input("--weights", path);
-    refuse_output_over_input("standard output", "-",
-                             {{"--weights", path}, {"--data", options->data}});
+  command.run = [flags, shown](const ExecSpace& space) {
+    const request::ActRequest r = request::act_request(flags->given());
+    if (shown->follow && (!r.start.empty() || !r.end.empty()))
+      throw InputError("--follow answers the bars as they come: drop --start and --end");
+    const std::string& path = r.weights;
+    refuse_output_over_input("standard output", "-", {{"--weights", path}, {"--data", r.data}});
     const eval::PolicyFile policy = eval::read_policy(path);
-    const std::size_t incoming =
-        eval::position_index("--position", options->position, policy.positions);
-    eval::BacktestConfig defaults;
-    const Precision precision =
-        options->precision.empty() ? defaults.precision : parse_precision(options->precision);
+    const std::size_t incoming = eval::position_index(r.position, policy.positions);
     eval::PolicyDecisions decisions(space, policy.network, policy.features, policy.stats,
-                                    policy.positions, policy.parameters, precision,
-                                    options->chunk_bars);
+                                    policy.positions, policy.parameters, r.precision, r.chunk_bars);
     const std::size_t warmup = decisions.warmup();
     data::ColumnSelection columns;
     columns.names = policy.features.extra;
-    if (options->data != "-")
-      check_input("--data", options->data);
-    if (!options->follow) {
-      const data::Bars bars = read_all(*options, columns);
+    if (!shown->follow) {
+      const data::Bars bars = read_all(r.data, columns);
       data::check_feature_columns(policy.features, bars);
-      const eval::DecisionWindow w =
-          eval::decision_window(bars, warmup, options->from, options->to, "--from", "--to");
-      const bool window = !options->from.empty() || !options->to.empty();
+      const eval::DecisionWindow w = eval::decision_window(bars, warmup, r.start, r.end);
+      const bool window = !r.start.empty() || !r.end.empty();
       const std::vector<eval::Decision> made = decisions.decide(bars, w.first, w.last, incoming);
-      if (options->json) {
+      if (shown->json) {
         std::string out;
         for (const eval::Decision& d : made) {
           append_record(out, d, d.bar, bars.timestamp_ms[d.bar]);
@@ -371,10 +334,10 @@ Command add_act(CLI::App& app) {
     // (one decision at its latest bar), then followed; standard input and a FIFO answer every
     // row as it comes, to their end.
     catch_stop_signals();
-    if (options->data != "-" && data::is_bar_cache_path(options->data))
-      throw InputError("--follow reads CSV rows; " + options->data + " is a .dqnbars cache");
-    FollowedInput input(options->data);
-    data::CsvBarParser parser(options->data == "-" ? "standard input" : options->data, columns);
+    if (r.data != "-" && data::is_bar_cache_path(r.data))
+      throw InputError("--follow reads CSV rows; " + r.data + " is a .dqnbars cache");
+    FollowedInput input(r.data);
+    data::CsvBarParser parser(r.data == "-" ? "standard input" : r.data, columns);
     LineStream stream(input, parser);
     std::size_t count = 0;        // bars read so far
     std::size_t held = incoming;  // the position the next decision comes in with

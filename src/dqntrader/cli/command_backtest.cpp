@@ -18,6 +18,7 @@
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/csv_field.hpp"
 #include "dqntrader/io/json_values.hpp"
+#include "dqntrader/request/requests.hpp"
 
 namespace dqntrader::cli {
 
@@ -95,93 +96,44 @@ std::string returns_csv(const std::vector<std::string>& names,
 }  // namespace
 
 Command add_backtest(CLI::App& app) {
-  struct Options {
-    std::string data, json, returns, from, to, precision;
-    std::vector<std::string> weights, policies;
-    std::size_t windows = 1;
-    eval::BacktestConfig config;
+  struct Outputs {
+    std::string json, returns;
   };
-  auto options = std::make_shared<Options>();
+  auto flags = std::make_shared<RequestFlags>();
+  auto outputs = std::make_shared<Outputs>();
   Command command;
-  command.app = app.add_subcommand(
-      "backtest",
-      "backtest trained policies (--weights) and built-in ones (--policy) on bar data, all "
-      "together, and print their metrics side by side");
+  command.app = flags->add(app, request::table("backtest"));
   CLI::App* c = command.app;
-  c->add_option("--data", options->data, "bar file: CSV or .dqnbars cache")->required();
-  c->add_option("--weights", options->weights,
-                "policy file written by dqntrader train (.dqnpolicy); repeatable: files that "
-                "share a network and features are evaluated in one pass");
-  c->add_option("--policy", options->policies,
-                "built-in policy: buy-and-hold, flat or sign-of-ofi; repeatable");
-  c->add_option("--from", options->from,
-                "first bar of the window: a bar index or an ISO-8601 timestamp (the first bar "
-                "at or after it); default the first bar every policy can decide at");
-  c->add_option("--to", options->to,
-                "last bar of the window: a bar index or an ISO-8601 timestamp (the last bar at "
-                "or before it); default the last bar");
-  c->add_option("--windows", options->windows,
-                "split the window into this many consecutive walk-forward windows, each "
-                "starting flat, and print each")
-      ->capture_default_str()
-      ->check(whole_number(1));
-  c->add_option("--cost", options->config.cost, "fees plus slippage, a fraction of traded notional")
-      ->capture_default_str();
-  c->add_option("--bars-per-year", options->config.bars_per_year,
-                "A, for annualising (252 daily equity bars, 98280 US equity minute bars)")
-      ->capture_default_str();
-  c->add_option("--risk-free", options->config.risk_free, "risk-free return per bar")
-      ->capture_default_str();
-  c->add_option("--json", options->json,
+  c->add_option("--json", outputs->json,
                 "also write the metrics as a JSON array, one object per policy and window "
                 "(policy, window, metrics), to this file ('-' for stdout)");
-  c->add_option("--returns", options->returns,
+  c->add_option("--returns", outputs->returns,
                 "also write every policy's per-bar position, net return and equity as CSV to "
                 "this file ('-' for stdout): one row per bar return (window, bar, timestamp), "
                 "one column group per policy");
-  c->add_option("--precision", options->precision,
-                "network arithmetic: fp32 (the default: the decision a policy file defines and "
-                "export writes), tf32 or bf16 (faster on CUDA; its decisions may differ where "
-                "Q-values nearly tie)");
-  c->add_option("--chunk-bars", options->config.chunk_bars,
-                "bars per network pass (bounds device memory)")
-      ->capture_default_str()
-      ->check(whole_number(1));
-  command.run = [options](const ExecSpace& space) {
-    if (options->weights.empty() && options->policies.empty())
-      throw InputError("backtest needs at least one --weights FILE or --policy NAME");
-    check_input("--data", options->data);
-    for (const std::string& path : options->weights)
-      check_input("--weights", path);
-    if (!options->json.empty())
-      check_output("--json", options->json);
-    if (!options->returns.empty())
-      check_output("--returns", options->returns);
-    std::vector<NamedInput> inputs = {{"--data", options->data}};
-    for (const std::string& path : options->weights)
+  command.run = [flags, outputs](const ExecSpace& space) {
+    request::BacktestRequest r = request::backtest_request(flags->given());
+    const std::string &json = outputs->json, &returns = outputs->returns;
+    if (!json.empty())
+      request::check_output("json", json);
+    if (!returns.empty())
+      request::check_output("returns", returns);
+    std::vector<NamedInput> inputs = {{"--data", r.data}};
+    for (const std::string& path : r.weights)
       inputs.push_back({"--weights", path});
     refuse_output_over_input("standard output", "-", inputs);
-    if (!options->json.empty())
-      refuse_output_over_input("--json", options->json, inputs);
-    if (!options->returns.empty())
-      refuse_output_over_input("--returns", options->returns, inputs);
-    if (options->json == "-" && options->returns == "-")
+    if (!json.empty())
+      refuse_output_over_input("--json", json, inputs);
+    if (!returns.empty())
+      refuse_output_over_input("--returns", returns, inputs);
+    if (json == "-" && returns == "-")
       throw InputError(
           "--json - and --returns - would both write to standard output; send one "
           "of them to a file");
-    eval::BacktestRequest request;
-    request.config = options->config;
-    if (!options->precision.empty())
-      request.config.precision = parse_precision(options->precision);
-    for (const std::string& name : options->policies)
-      request.builtins.push_back(eval::parse_builtin_policy(name));
-    request.from = options->from;
-    request.to = options->to;
-    request.windows = options->windows;
-    request.paths = !options->returns.empty();
-    const eval::BacktestPolicies files = eval::read_backtest_policies(options->weights);
-    const data::Bars bars = data::load_bars(options->data, files.columns);
-    const eval::BacktestResult result = eval::run_backtest(space, bars, files, request);
+    r.run.paths = !returns.empty();
+    const eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
+    const data::Bars bars = data::load_bars(r.data, files.columns);
+    const eval::BacktestResult result = eval::run_backtest(space, bars, files, r.run);
     const std::vector<std::string>& names = result.names;
     const std::vector<eval::BarRange>& windows = result.windows;
     const eval::BacktestConfig& config = result.config;
@@ -191,11 +143,11 @@ Command add_backtest(CLI::App& app) {
              data::format_iso8601_ms(bars.timestamp_ms[w.end - 1]) + ")";
     };
     // The table for a person: on standard output, unless the data go there.
-    std::ostream& table = options->json == "-" || options->returns == "-" ? std::cerr : std::cout;
+    std::ostream& table = json == "-" || returns == "-" ? std::cerr : std::cout;
     for (std::size_t k = 0; k < names.size(); ++k) {
       table << "policy  " << (k < files.paths.size() ? names[k] : "built-in " + names[k]) << "\n";
     }
-    table << "data    " << options->data << ": "
+    table << "data    " << r.data << ": "
           << describe(eval::BarRange{windows.front().begin, windows.back().end}) << "\n"
           << "costs   " << config.cost << " per unit traded; A = " << config.bars_per_year
           << " bars per year; rf = " << config.risk_free << " per bar\n";
@@ -206,10 +158,10 @@ Command add_backtest(CLI::App& app) {
       }
       table << metrics_table(names, result.metrics[w]);
     }
-    if (!options->json.empty())
-      write_output(options->json, eval::to_json(result).dump(2) + "\n");
-    if (request.paths)
-      write_output(options->returns, returns_csv(names, windows, result.details, bars));
+    if (!json.empty())
+      write_output(json, eval::to_json(result).dump(2) + "\n");
+    if (r.run.paths)
+      write_output(returns, returns_csv(names, windows, result.details, bars));
   };
   return command;
 }

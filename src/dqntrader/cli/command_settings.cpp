@@ -1,47 +1,40 @@
 #include <iostream>
-
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "dqntrader/cli/commands.hpp"
+#include "dqntrader/core/error.hpp"
 #include "dqntrader/eval/metrics_json.hpp"
+#include "dqntrader/request/requests.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::cli {
 
-void SettingFlags::add(CLI::App* c, train::TrainConfig defaults,
-                       const std::function<std::string(const train::Setting&)>& help) {
-  const std::vector<train::Setting> all = train::settings(defaults);
-  m_values.assign(all.size(), std::string());  // before any is bound: their addresses stay
-  m_options.clear();
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const train::Setting& s = all[i];
-    // A flag alone is true (--dueling), and takes a value as --dueling=false; given without a
-    // value it is never read as its default.
-    CLI::Option* option = s.is_flag ? c->add_flag("--" + s.name + "{true}", m_values[i], help(s))
-                                    : c->add_option("--" + s.name, m_values[i], help(s));
-    option->default_str(s.get());
-    m_options.push_back(option);
-  }
-}
-
-void SettingFlags::apply(train::TrainConfig& config) const {
-  std::vector<train::Setting> bound = train::settings(config);
-  for (std::size_t i = 0; i < m_options.size(); ++i) {
-    if (m_options[i]->count() == 0)
-      continue;
-    bound[i].set(m_values[i]);
-  }
-}
-
 Command add_settings(CLI::App& app) {
-  auto metrics = std::make_shared<bool>(false);
+  struct Choice {
+    bool metrics = false;
+    std::string options;
+  };
+  auto choice = std::make_shared<Choice>();
   Command command;
   command.app = app.add_subcommand(
       "settings", "print every training setting with its default, as a Markdown table");
-  command.app->add_flag("--metrics", *metrics,
+  command.app->add_flag("--metrics", choice->metrics,
                         "print the reported metrics with their definitions instead");
-  command.run = [metrics](const ExecSpace&) {
-    std::cout << (*metrics ? metrics_table() : settings_table());
+  std::vector<std::string> names;
+  for (const request::Table& t : request::tables())
+    names.push_back(t.command);
+  command.app
+      ->add_option("--options", choice->options,
+                   "print the options of this command (besides the training settings) instead")
+      ->check(CLI::IsMember(names));
+  command.run = [choice](const ExecSpace&) {
+    if (!choice->options.empty()) {
+      std::cout << spelled(request::markdown(request::table(choice->options)), Spelling::command);
+      return;
+    }
+    std::cout << (choice->metrics ? metrics_table() : settings_table());
   };
   return command;
 }
@@ -70,7 +63,8 @@ std::string settings_table() {
                               : train::own_setting(scope)         ? "per member"
                               : scope == train::Scope::population ? "per population"
                                                                   : "shared";
-    table += "| `--" + s.name + "` | " + shown + " | " + sweep + " | " + s.help + " |\n";
+    table += "| `--" + s.name + "` | " + shown + " | " + sweep + " | " +
+             spelled(s.help, Spelling::command) + " |\n";
   }
   return table;
 }

@@ -5,13 +5,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/data/bars.hpp"
-#include "dqntrader/train/train_config.hpp"
+#include "dqntrader/request/options.hpp"
 
 namespace dqntrader::cli {
 
@@ -34,24 +35,26 @@ Command add_act(CLI::App& app);
 Command add_export(CLI::App& app);
 #endif
 
-/// Every training setting as an option --name of a subcommand, whose given values apply() sets.
-class SettingFlags {
+/// A request's options (request/options.hpp) as the flags of a subcommand.
+class RequestFlags {
  public:
-  /// Adds the options to c, each with help(setting) and the setting's value in defaults as its
-  /// default.
-  void add(CLI::App* c, train::TrainConfig defaults,
-           const std::function<std::string(const train::Setting&)>& help);
-  /// Sets in config the settings whose options were given (a flag given alone: true).
-  void apply(train::TrainConfig& config) const;
+  /// Adds the subcommand table.command to app with every option of table as --name (a
+  /// positional one by its name), its help and default, and returns it.
+  CLI::App* add(CLI::App& app, const request::Table& table);
+  /// What the command line gave.
+  request::Given given() const;
 
  private:
-  std::vector<CLI::Option*> m_options;
-  std::vector<std::string> m_values;  // the options' texts, bound by address
+  struct Bound {
+    std::string name;
+    CLI::Option* option;
+    std::vector<std::string>* many;  // a repeatable option's values
+    std::string* one;                // another's value
+  };
+  std::vector<Bound> m_bound;
+  std::deque<std::vector<std::string>> m_many;  // bound by address: a deque keeps them
+  std::deque<std::string> m_one;
 };
-
-/// InputError when --test-fraction is given on c's command line and the settings have a
-/// test-data file: the file is the test window, and the fraction would be silently ignored.
-void refuse_test_fraction_beside_test_data(const CLI::App& c, const train::TrainConfig& config);
 
 /// The training settings as a Markdown table (README.md embeds it; a test keeps them equal).
 std::string settings_table();
@@ -75,13 +78,5 @@ struct NamedInput {
 /// the inputs' files, links followed: writing it would destroy what is being read.
 void refuse_output_over_input(const std::string& option, const std::string& output,
                               const std::vector<NamedInput>& inputs);
-
-/// InputError naming the option and the path when path is a directory: an input file is
-/// meant (a bar file, a policy file).
-void check_input(const std::string& option, const std::string& path);
-
-/// InputError naming the option unless path is "-" or a path a file can be written to
-/// (io::resolve_output): checked before any work, so that a bad output path costs nothing.
-void check_output(const std::string& option, const std::string& path);
 
 }  // namespace dqntrader::cli

@@ -12,6 +12,7 @@
 #include "dqntrader/data/csv_reader.hpp"
 #include "dqntrader/data/validate.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/framed_file.hpp"
 #include "dqntrader/io/input_file.hpp"
 
 namespace dqntrader::data {
@@ -27,12 +28,6 @@ struct ColumnRef {
   Kind kind;
   const void* data;
 };
-
-template <class T>
-void put(std::vector<unsigned char>& out, T value) {
-  const auto* p = reinterpret_cast<const unsigned char*>(&value);
-  out.insert(out.end(), p, p + sizeof(T));
-}
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
@@ -59,16 +54,16 @@ void write_bar_cache(const std::string& path, const Bars& bars) {
   for (const NamedColumn& c : bars.extra)
     columns.push_back({c.name, float64_kind, c.values.data()});
 
-  std::vector<unsigned char> header(magic, magic + 8);
-  put(header, version);
-  put(header, static_cast<std::uint32_t>(columns.size()));
-  put(header, static_cast<std::uint64_t>(bars.size()));
+  std::string header(magic, 8);
+  io::put(header, version);
+  io::put(header, static_cast<std::uint32_t>(columns.size()));
+  io::put(header, static_cast<std::uint64_t>(bars.size()));
   for (const ColumnRef& c : columns) {
-    put(header, static_cast<std::uint16_t>(c.name.size()));
-    header.insert(header.end(), c.name.begin(), c.name.end());
-    put(header, static_cast<std::uint8_t>(c.kind));
+    io::put(header, static_cast<std::uint16_t>(c.name.size()));
+    header += c.name;
+    io::put(header, static_cast<std::uint8_t>(c.kind));
   }
-  header.resize((header.size() + 7) / 8 * 8, 0);
+  header.resize((header.size() + 7) / 8 * 8, '\0');
 
   Hasher64 hasher;
   io::AtomicFile file(path);

@@ -45,7 +45,7 @@ std::uint64_t fingerprint(const Bars& bars);
 
 /// A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
 /// (first = true) or the last bar at or before it. InputError naming `name` (how the caller
-/// calls the bound: "--from", "start=") when it lies outside the bars or is neither.
+/// calls the bound: field("start")) when it lies outside the bars or is neither.
 std::size_t bar_index(const std::string& name, const std::string& text, const Bars& bars,
                       bool first);
 

@@ -20,22 +20,24 @@ constexpr Regime regimes[] = {
 
 }  // namespace
 
-Bars generate_bars(const SynthConfig& config) {
+void check(const SynthConfig& config) {
   if (config.bars < 2)
-    throw InputError("synthetic data needs at least 2 bars");
-  if (!(config.ofi_signal >= 0.0 && config.ofi_signal <= 1.0)) {
-    throw InputError("ofi signal must lie in [0, 1]");
-  }
-  if (!(config.persistence >= 0.0 && config.persistence <= 1.0)) {
-    throw InputError("regime persistence must lie in [0, 1]");
-  }
-  if (!(config.jump_probability >= 0.0 && config.jump_probability <= 1.0)) {
-    throw InputError("jump probability must lie in [0, 1]");
-  }
-  if (!(config.initial_price > 0.0))
-    throw InputError("initial price must be positive");
+    throw InputError(field("bars") + ": synthetic data needs at least 2 bars");
+  auto fraction = [](double v, const char* name) {
+    if (!(v >= 0.0 && v <= 1.0))
+      throw InputError(field(name) + " must lie in [0, 1]");
+  };
+  fraction(config.ofi_signal, "ofi-signal");
+  fraction(config.persistence, "persistence");
+  fraction(config.jump_probability, "jump-probability");
+  if (!(config.initial_price > 0.0 && std::isfinite(config.initial_price)))
+    throw InputError(field("initial-price") + " must be positive");
   if (config.interval_ms <= 0)
-    throw InputError("bar interval must be positive");
+    throw InputError(field("interval-seconds") + " must be at least a millisecond");
+}
+
+Bars generate_bars(const SynthConfig& config) {
+  check(config);
 
   HostRng rng(config.seed);
   const std::size_t n = config.bars;

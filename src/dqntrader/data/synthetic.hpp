@@ -28,7 +28,10 @@ struct SynthConfig {
   double jump_scale = 0.04;
 };
 
-/// Generates bars; the same config gives the same bars on every machine.
+/// InputError naming the field when a setting is out of its range.
+void check(const SynthConfig& config);
+
+/// Generates bars (InputError as check()); the same config gives the same bars on every machine.
 Bars generate_bars(const SynthConfig& config);
 
 }  // namespace dqntrader::data

@@ -38,8 +38,9 @@ sweep::SweepPlan run_whole_sweep(const ExecSpace& space, const sweep::SweepPlan&
         }
         lock.emplace(first.directory);
         if (std::filesystem::exists(first.directory + "/sweep.json")) {
-          throw InputError(first.directory + " holds a sweep already: continue it with --resume " +
-                           first.directory + ", or choose another --out");
+          throw InputError(first.directory + " holds a sweep already: continue it with " +
+                           field("resume") + " " + first.directory + ", or choose another " +
+                           field("out"));
         }
         sweep::write_plan(first);
         const std::size_t seeds = first.space.seeds.empty() ? 1 : first.space.seeds.size();

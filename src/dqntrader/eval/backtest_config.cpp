@@ -29,14 +29,14 @@ void validate(const BacktestConfig& config) {
   }
   config.flat_index();
   if (!(config.cost >= 0.0 && config.cost < 1.0))
-    throw InputError("cost must lie in [0, 1)");
+    throw InputError(field("cost") + " must lie in [0, 1)");
   if (!(config.bars_per_year > 0.0 && std::isfinite(config.bars_per_year))) {
-    throw InputError("bars per year must be positive");
+    throw InputError(field("bars-per-year") + " must be positive");
   }
   if (!(std::fabs(config.risk_free) < 1.0))
-    throw InputError("risk-free return per bar must lie in (-1, 1)");
+    throw InputError(field("risk-free") + " (a return per bar) must lie in (-1, 1)");
   if (config.chunk_bars == 0)
-    throw InputError("chunk size must be at least 1 bar");
+    throw InputError(field("chunk-bars") + " must be at least 1");
 }
 
 }  // namespace dqntrader::eval

@@ -17,26 +17,26 @@ namespace {
 std::vector<BarRange> backtest_windows(const BacktestRequest& r, const data::Bars& bars,
                                        std::size_t warmup) {
   const std::size_t first =
-      r.from.empty() ? warmup : data::bar_index(r.from_name, r.from, bars, true);
+      r.start.empty() ? warmup : data::bar_index(field("start"), r.start, bars, true);
   const std::size_t last =
-      r.to.empty() ? bars.size() - 1 : data::bar_index(r.to_name, r.to, bars, false);
+      r.end.empty() ? bars.size() - 1 : data::bar_index(field("end"), r.end, bars, false);
   if (first < warmup) {
-    throw InputError(r.from_name + " " + r.from + " selects bar " + std::to_string(first) +
+    throw InputError(field("start") + " " + r.start + " selects bar " + std::to_string(first) +
                      ", before bar " + std::to_string(warmup) +
                      ", the first at which the policies' features are defined");
   }
   if (last < first) {
-    throw InputError(r.from_name + " " + (r.from.empty() ? std::to_string(first) : r.from) +
-                     " (bar " + std::to_string(first) + ") comes after " + r.to_name + " " +
-                     (r.to.empty() ? std::to_string(last) : r.to) + " (bar " +
+    throw InputError(field("start") + " " + (r.start.empty() ? std::to_string(first) : r.start) +
+                     " (bar " + std::to_string(first) + ") comes after " + field("end") + " " +
+                     (r.end.empty() ? std::to_string(last) : r.end) + " (bar " +
                      std::to_string(last) + ")");
   }
   const std::size_t span = last - first + 1;
   if (r.windows == 0)
-    throw InputError(r.windows_name + " 0: a backtest needs at least one window");
+    throw InputError(field("windows") + " 0: a backtest needs at least one window");
   if (span < 2 * r.windows) {
-    throw InputError((r.windows > 1 ? r.windows_name + " " + std::to_string(r.windows) + ": "
-                                    : r.from_name + "/" + r.to_name + ": ") +
+    throw InputError((r.windows > 1 ? field("windows") + " " + std::to_string(r.windows) + ": "
+                                    : field("start") + "/" + field("end") + ": ") +
                      "bars " + std::to_string(first) + " .. " + std::to_string(last) + " hold " +
                      std::to_string(span) + " bar(s); a window needs at least 2");
   }
@@ -93,18 +93,11 @@ BacktestResult run_backtest(const ExecSpace& space, const data::Bars& bars,
   out.metrics.assign(out.windows.size(), std::vector<WindowMetrics>(count));
   if (request.paths)
     out.details.assign(out.windows.size(), std::vector<PathDetail>(count));
-  std::vector<bool> done(files.size(), false);
-  for (std::size_t k = 0; k < files.size(); ++k) {
-    if (done[k])
-      continue;
-    std::vector<std::size_t> group;
-    for (std::size_t j = k; j < files.size(); ++j) {
-      if (!done[j] && same_evaluator(files[k], files[j])) {
-        group.push_back(j);
-        done[j] = true;
-      }
-    }
-    const PolicyFile& file = files[k];
+  std::vector<const PolicyFile*> pointers;
+  for (const PolicyFile& file : files)
+    pointers.push_back(&file);
+  for (const std::vector<std::size_t>& group : evaluator_groups(pointers)) {
+    const PolicyFile& file = files[group.front()];
     std::vector<float> rows;
     for (std::size_t j : group)  // one network: parameter vectors of one length
       rows.insert(rows.end(), files[j].parameters.begin(), files[j].parameters.end());
@@ -125,17 +118,13 @@ BacktestResult run_backtest(const ExecSpace& space, const data::Bars& bars,
       }
     }
   }
-  if (!request.builtins.empty()) {
-    std::size_t longest = 0;
-    for (const BarRange& w : out.windows)
-      longest = std::max(longest, w.returns());
-    BuiltinEvaluator evaluator(space, bars, out.config, longest);
-    for (std::size_t b = 0; b < request.builtins.size(); ++b) {
-      for (std::size_t w = 0; w < out.windows.size(); ++w) {
-        out.metrics[w][files.size() + b] = evaluator.evaluate(request.builtins[b], out.windows[w]);
-        if (request.paths)
-          out.details[w][files.size() + b] = evaluator.detail(request.builtins[b], out.windows[w]);
-      }
+  const std::vector<BuiltinRun> builtins =
+      evaluate_builtins(space, bars, request.builtins, out.windows, out.config, request.paths);
+  for (std::size_t b = 0; b < builtins.size(); ++b) {
+    for (std::size_t w = 0; w < out.windows.size(); ++w) {
+      out.metrics[w][files.size() + b] = builtins[b].metrics[w];
+      if (request.paths)
+        out.details[w][files.size() + b] = builtins[b].details[w];
     }
   }
   return out;

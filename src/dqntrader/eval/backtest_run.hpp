@@ -32,9 +32,9 @@ BacktestPolicies read_backtest_policies(const std::vector<std::string>& paths);
 struct BacktestRequest {
   std::vector<BuiltinPolicy> builtins;
   // The window's first and last bar, as bar indices or ISO-8601 timestamps (empty: the first
-  // bar every policy can decide at, the last bar), and how the caller names them in messages.
-  std::string from, to;
-  std::string from_name = "--from", to_name = "--to", windows_name = "--windows";
+  // bar every policy can decide at, the last bar); messages name them as the fields start and
+  // end.
+  std::string start, end;
   std::size_t windows = 1;  // consecutive walk-forward windows, each starting flat
   BacktestConfig config;    // its positions are the policy files' (set by run_backtest)
   bool paths = false;       // also each policy's per-bar path (BacktestResult::details)

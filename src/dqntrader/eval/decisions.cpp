@@ -129,8 +129,7 @@ Decision PolicyDecisions::decide_latest(const data::Bars& bars, std::size_t inco
   return d;
 }
 
-std::size_t position_index(const std::string& name, const std::string& text,
-                           const std::vector<double>& positions) {
+std::size_t position_index(const std::string& text, const std::vector<double>& positions) {
   double value = 0.0;
   if (text == "flat") {
     value = 0.0;
@@ -144,7 +143,7 @@ std::size_t position_index(const std::string& name, const std::string& text,
     const char* last = text.data() + text.size();
     const auto parsed = std::from_chars(first, last, value, std::chars_format::general);
     if (text.empty() || parsed.ec != std::errc() || parsed.ptr != last || !std::isfinite(value))
-      throw InputError(name + " '" + text +
+      throw InputError(field("position") + " '" + text +
                        "': expected a position (a number, or flat, long or short)");
   }
   for (std::size_t i = 0; i < positions.size(); ++i) {
@@ -154,7 +153,7 @@ std::size_t position_index(const std::string& name, const std::string& text,
   std::string list;
   for (double p : positions)
     list += (list.empty() ? "" : ", ") + io::format_metric(p);
-  throw InputError(name + " " + text + ": the policy's positions are " + list);
+  throw InputError(field("position") + " " + text + ": the policy's positions are " + list);
 }
 
 InputError too_few_bars(const data::Bars& bars, std::size_t warmup) {
@@ -165,29 +164,28 @@ InputError too_few_bars(const data::Bars& bars, std::size_t warmup) {
 }
 
 DecisionWindow decision_window(const data::Bars& bars, std::size_t warmup, const std::string& from,
-                               const std::string& to, const std::string& from_name,
-                               const std::string& to_name) {
+                               const std::string& to) {
   if (bars.size() < warmup + 1)
     throw too_few_bars(bars, warmup);
   DecisionWindow w;
-  w.last = to.empty() ? bars.size() - 1 : data::bar_index(to_name, to, bars, false);
+  w.last = to.empty() ? bars.size() - 1 : data::bar_index(field("end"), to, bars, false);
   const bool window = !from.empty() || !to.empty();
   w.first =
-      from.empty() ? (window ? warmup : w.last) : data::bar_index(from_name, from, bars, true);
+      from.empty() ? (window ? warmup : w.last) : data::bar_index(field("start"), from, bars, true);
   if (w.first < warmup) {
-    throw InputError(from_name + " " + from + " selects bar " + std::to_string(w.first) +
+    throw InputError(field("start") + " " + from + " selects bar " + std::to_string(w.first) +
                      ", before bar " + std::to_string(warmup) +
                      ", the first at which the policy's features are defined");
   }
   if (from.empty() && w.last < w.first) {
-    throw InputError(to_name + " " + to + " selects bar " + std::to_string(w.last) +
+    throw InputError(field("end") + " " + to + " selects bar " + std::to_string(w.last) +
                      ", before bar " + std::to_string(warmup) +
                      ", the first at which the policy's features are defined");
   }
   if (w.last < w.first) {
-    throw InputError(from_name + " " + from + " (bar " + std::to_string(w.first) +
-                     ") comes after " + to_name + " " + to + " (bar " + std::to_string(w.last) +
-                     ")");
+    throw InputError(field("start") + " " + from + " (bar " + std::to_string(w.first) +
+                     ") comes after " + field("end") + " " + to + " (bar " +
+                     std::to_string(w.last) + ")");
   }
   return w;
 }

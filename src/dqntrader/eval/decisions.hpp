@@ -28,20 +28,18 @@ struct Decision {
 };
 
 /// The index among positions of a position given as text: a number, or flat (0), long (1) or
-/// short (-1). InputError naming `name` (how the caller calls it: "--position") otherwise.
-std::size_t position_index(const std::string& name, const std::string& text,
-                           const std::vector<double>& positions);
+/// short (-1). InputError naming the field position otherwise.
+std::size_t position_index(const std::string& text, const std::vector<double>& positions);
 
 /// The bars a request decides at, first .. last: from .. to (bar indices or ISO-8601
-/// timestamps, named from_name and to_name in messages); without either, the last bar alone;
+/// timestamps, named as the fields start and end in messages); without either, the last bar alone;
 /// with to alone, from the first bar a decision can be taken at (warmup). InputError when the
 /// bars are fewer than warmup + 1, first comes before warmup, or last before first.
 struct DecisionWindow {
   std::size_t first = 0, last = 0;
 };
 DecisionWindow decision_window(const data::Bars& bars, std::size_t warmup, const std::string& from,
-                               const std::string& to, const std::string& from_name,
-                               const std::string& to_name);
+                               const std::string& to);
 
 /// InputError for bars too few for a decision: a policy reading warmup bars before it.
 InputError too_few_bars(const data::Bars& bars, std::size_t warmup);

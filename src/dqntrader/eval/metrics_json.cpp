@@ -1,27 +1,20 @@
 #include "dqntrader/eval/metrics_json.hpp"
 
+#include <type_traits>
+
 #include "dqntrader/io/json_values.hpp"
 
 namespace dqntrader::eval {
 
 nlohmann::json to_json(const WindowMetrics& m) {
   nlohmann::json j;
-  j["bars"] = m.bars;
-  j["total_return"] = io::json_number(m.total_return);
-  j["log_return"] = io::json_number(m.log_return);
-  j["cagr"] = io::json_number(m.cagr);
-  j["annual_volatility"] = io::json_number(m.annual_volatility);
-  j["sharpe"] = io::json_number(m.sharpe);
-  j["sortino"] = io::json_number(m.sortino);
-  j["max_drawdown"] = io::json_number(m.max_drawdown);
-  j["calmar"] = io::json_number(m.calmar);
-  j["trades_closed"] = m.trades_closed;
-  j["win_rate"] = io::json_number(m.win_rate);
-  j["profit_factor"] = io::json_number(m.profit_factor);
-  j["expectancy"] = io::json_number(m.expectancy);
-  j["turnover"] = io::json_number(m.turnover);
-  j["exposure"] = io::json_number(m.exposure);
-  j["total_cost"] = io::json_number(m.total_cost);
+  for_each_field(m, [&j](const char* name, auto value) {
+    if constexpr (std::is_floating_point<decltype(value)>::value) {
+      j[name] = io::json_number(value);
+    } else {
+      j[name] = value;
+    }
+  });
   return j;
 }
 

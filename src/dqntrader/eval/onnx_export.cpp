@@ -129,12 +129,12 @@ std::vector<double> selection(std::int64_t rows, std::int64_t cols, Pick pick) {
 
 }  // namespace
 
-OnnxInputs parse_onnx_inputs(const std::string& text, const std::string& option) {
+OnnxInputs parse_onnx_inputs(const std::string& text) {
   if (text == "float64")
     return OnnxInputs::float64;
   if (text == "float32")
     return OnnxInputs::float32;
-  throw InputError(option + " '" + text + "': expected float64 or float32");
+  throw InputError(field("inputs") + " '" + text + "': expected float64 or float32");
 }
 
 std::string onnx_model(const PolicyFile& policy, const std::string& source, OnnxInputs inputs) {

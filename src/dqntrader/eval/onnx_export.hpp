@@ -22,8 +22,8 @@ namespace dqntrader::eval {
 ///   their size (docs/POLICY.md gives the measured agreement).
 enum class OnnxInputs { float64, float32 };
 
-/// "float64" or "float32"; InputError naming option otherwise.
-OnnxInputs parse_onnx_inputs(const std::string& text, const std::string& option);
+/// "float64" or "float32"; InputError naming the field inputs otherwise.
+OnnxInputs parse_onnx_inputs(const std::string& text);
 
 /// The ONNX model of policy's decision (opset 17, IR version 8), serialized, and checked by
 /// ONNX's own checker. source names the policy in the model's metadata.

@@ -90,24 +90,38 @@ Kokkos::View<std::int8_t*, DeviceMemory> builtin_path(const ExecSpace& space, Bu
   return path;
 }
 
-BuiltinEvaluator::BuiltinEvaluator(const ExecSpace& space, const data::Bars& bars,
-                                   const BacktestConfig& config, std::size_t max_returns)
-    : m_space(space),
-      m_config(config),
-      m_close(upload(space, bars.close, "dqntrader::eval::builtin_close")),
-      m_ofi(upload(space, bars.ofi, "dqntrader::eval::builtin_ofi")),
-      m_paths(space, m_close, config, max_returns) {
-  m_policies = {BuiltinPolicy::buy_and_hold, BuiltinPolicy::flat};
+std::vector<BuiltinPolicy> builtin_policies(const data::Bars& bars) {
+  std::vector<BuiltinPolicy> policies = {BuiltinPolicy::buy_and_hold, BuiltinPolicy::flat};
   if (!bars.ofi.empty())
-    m_policies.push_back(BuiltinPolicy::sign_of_ofi);
+    policies.push_back(BuiltinPolicy::sign_of_ofi);
+  return policies;
 }
 
-WindowMetrics BuiltinEvaluator::evaluate(BuiltinPolicy policy, const BarRange& window) {
-  return m_paths.evaluate(window.begin, builtin_path(m_space, policy, m_ofi, window, m_config));
-}
-
-PathDetail BuiltinEvaluator::detail(BuiltinPolicy policy, const BarRange& window) {
-  return m_paths.detail(window.begin, builtin_path(m_space, policy, m_ofi, window, m_config));
+std::vector<BuiltinRun> evaluate_builtins(const ExecSpace& space, const data::Bars& bars,
+                                          const std::vector<BuiltinPolicy>& policies,
+                                          const std::vector<BarRange>& windows,
+                                          const BacktestConfig& config, bool paths) {
+  std::vector<BuiltinRun> out;
+  if (policies.empty() || windows.empty())
+    return out;
+  std::size_t longest = 0;
+  for (const BarRange& w : windows)
+    longest = std::max(longest, w.returns());
+  const auto close = upload(space, bars.close, "dqntrader::eval::builtin_close");
+  const auto ofi = upload(space, bars.ofi, "dqntrader::eval::builtin_ofi");
+  PathEvaluator evaluator(space, close, config, longest);
+  for (const BuiltinPolicy policy : policies) {
+    BuiltinRun run;
+    run.policy = policy;
+    for (const BarRange& w : windows) {
+      const auto path = builtin_path(space, policy, ofi, w, config);
+      run.metrics.push_back(evaluator.evaluate(w.begin, path));
+      if (paths)
+        run.details.push_back(evaluator.detail(w.begin, path));
+    }
+    out.push_back(std::move(run));
+  }
+  return out;
 }
 
 }  // namespace dqntrader::eval

@@ -43,26 +43,23 @@ Kokkos::View<std::int8_t*, DeviceMemory> builtin_path(const ExecSpace& space, Bu
                                                       const BarRange& window,
                                                       const BacktestConfig& config);
 
-/// The built-in policies on one market's bars, whose closes and ofi it uploads once: the
-/// baselines a trained policy is compared with.
-class BuiltinEvaluator {
- public:
-  /// max_returns: the longest window to serve.
-  BuiltinEvaluator(const ExecSpace& space, const data::Bars& bars, const BacktestConfig& config,
-                   std::size_t max_returns);
+/// The built-in policies a run compares itself with on bars: buy-and-hold and flat, and
+/// sign-of-ofi when the bars have ofi.
+std::vector<BuiltinPolicy> builtin_policies(const data::Bars& bars);
 
-  /// buy-and-hold and flat, and sign-of-ofi when the bars have ofi.
-  const std::vector<BuiltinPolicy>& policies() const { return m_policies; }
-
-  WindowMetrics evaluate(BuiltinPolicy policy, const BarRange& window);
-  PathDetail detail(BuiltinPolicy policy, const BarRange& window);
-
- private:
-  ExecSpace m_space;
-  BacktestConfig m_config;
-  std::vector<BuiltinPolicy> m_policies;
-  Kokkos::View<double*, DeviceMemory> m_close, m_ofi;
-  PathEvaluator m_paths;
+/// A built-in policy on windows of the bars: its metrics in each, and its per-bar path in each
+/// when asked for.
+struct BuiltinRun {
+  BuiltinPolicy policy;
+  std::vector<WindowMetrics> metrics;  // one per window
+  std::vector<PathDetail> details;     // one per window, or none
 };
+
+/// policies on each of windows of bars (their closes and ofi uploaded once), in their order.
+/// InputError as builtin_path().
+std::vector<BuiltinRun> evaluate_builtins(const ExecSpace& space, const data::Bars& bars,
+                                          const std::vector<BuiltinPolicy>& policies,
+                                          const std::vector<BarRange>& windows,
+                                          const BacktestConfig& config, bool paths);
 
 }  // namespace dqntrader::eval

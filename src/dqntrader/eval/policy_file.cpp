@@ -12,6 +12,7 @@
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/hash.hpp"
 #include "dqntrader/io/atomic_file.hpp"
+#include "dqntrader/io/framed_file.hpp"
 #include "dqntrader/io/input_file.hpp"
 
 namespace dqntrader::eval {
@@ -20,11 +21,6 @@ namespace {
 
 constexpr char magic[8] = {'D', 'Q', 'N', 'P', 'O', 'L', 'C', 'Y'};
 constexpr std::uint32_t version = 1;
-
-template <class T>
-void put(std::string& out, const T& value) {
-  out.append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
 
 nlohmann::json metadata(const PolicyFile& p) {
   nlohmann::json j;
@@ -53,13 +49,13 @@ void write_policy(const std::string& path, const PolicyFile& policy) {
 std::string policy_bytes(const PolicyFile& policy) {
   const std::string meta = metadata(policy).dump();
   std::string out(magic, 8);
-  put(out, version);
-  put(out, static_cast<std::uint64_t>(meta.size()));
+  io::put(out, version);
+  io::put(out, static_cast<std::uint64_t>(meta.size()));
   out += meta;
-  put(out, static_cast<std::uint64_t>(policy.parameters.size()));
+  io::put(out, static_cast<std::uint64_t>(policy.parameters.size()));
   out.append(reinterpret_cast<const char*>(policy.parameters.data()),
              policy.parameters.size() * sizeof(float));
-  put(out, hash64(out.data(), out.size()));
+  io::seal(out);
   return out;
 }
 
@@ -124,38 +120,27 @@ PolicyFile read_policy(const std::string& path) {
   const std::string bytes = io::read_file(path);
   if (bytes.size() < 8 + 4 + 8 + 8 + 8 || std::memcmp(bytes.data(), magic, 8) != 0)
     throw InputError(path, 0, 0, "not a dqntrader policy file");
-  std::uint64_t stored = 0;
-  std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
-  if (hash64(bytes.data(), bytes.size() - 8) != stored)
-    fail("checksum mismatch");
   // Every length is checked against the bytes left before it is used.
-  std::size_t at = 8;
-  const std::size_t end = bytes.size() - 8;
-  auto take = [&](void* into, std::uint64_t n) {
-    if (n > end - at)
-      fail("truncated (a length runs past the end of the file)");
-    std::memcpy(into, bytes.data() + at, static_cast<std::size_t>(n));
-    at += static_cast<std::size_t>(n);
-  };
-  std::uint32_t got_version = 0;
-  take(&got_version, 4);
+  io::FrameReader frame(bytes, fail);
+  if (!frame.sealed())
+    fail("checksum mismatch");
+  const std::string truncated = "truncated (a length runs past the end of the file)";
+  const auto got_version = frame.get<std::uint32_t>(truncated);
   if (got_version != version)
     fail("format version " + std::to_string(got_version) +
          " is not supported (this reader knows 1)");
-  std::uint64_t meta_size = 0;
-  take(&meta_size, 8);
-  if (meta_size > end - at)
+  const auto meta_size = frame.get<std::uint64_t>(truncated);
+  if (meta_size > frame.left())
     fail("truncated (the metadata's length runs past the end of the file)");
   std::string meta(static_cast<std::size_t>(meta_size), '\0');
-  take(meta.data(), meta_size);
-  std::uint64_t count = 0;
-  take(&count, 8);
-  if (count != (end - at) / sizeof(float) || (end - at) % sizeof(float) != 0)
+  frame.take(meta.data(), meta_size, truncated);
+  const auto count = frame.get<std::uint64_t>(truncated);
+  if (count != frame.left() / sizeof(float) || frame.left() % sizeof(float) != 0)
     fail("the parameter count " + std::to_string(count) + " does not match the " +
-         std::to_string(end - at) + " bytes that follow it");
+         std::to_string(frame.left()) + " bytes that follow it");
   PolicyFile policy;
   policy.parameters.resize(static_cast<std::size_t>(count));
-  take(policy.parameters.data(), count * sizeof(float));
+  frame.take(policy.parameters.data(), count * sizeof(float), truncated);
   const std::int64_t most = std::numeric_limits<std::int32_t>::max();
   try {
     const nlohmann::json j = nlohmann::json::parse(meta);
@@ -226,6 +211,24 @@ PolicyFile read_policy(const std::string& path) {
 bool same_evaluator(const PolicyFile& a, const PolicyFile& b) {
   return a.network == b.network && a.features == b.features && a.stats.mean == b.stats.mean &&
          a.stats.stdev == b.stats.stdev && a.positions == b.positions;
+}
+
+std::vector<std::vector<std::size_t>> evaluator_groups(
+    const std::vector<const PolicyFile*>& policies) {
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<bool> done(policies.size(), false);
+  for (std::size_t k = 0; k < policies.size(); ++k) {
+    if (done[k])
+      continue;
+    groups.emplace_back();
+    for (std::size_t j = k; j < policies.size(); ++j) {
+      if (!done[j] && same_evaluator(*policies[k], *policies[j])) {
+        groups.back().push_back(j);
+        done[j] = true;
+      }
+    }
+  }
+  return groups;
 }
 
 }  // namespace dqntrader::eval

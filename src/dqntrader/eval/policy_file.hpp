@@ -30,6 +30,11 @@ struct PolicyFile {
 /// statistics and positions.
 bool same_evaluator(const PolicyFile& a, const PolicyFile& b);
 
+/// The policies in groups that share an evaluator (same_evaluator), each group's indices in
+/// order, the groups in the order of their first policy.
+std::vector<std::vector<std::size_t>> evaluator_groups(
+    const std::vector<const PolicyFile*>& policies);
+
 /// Writes atomically; throws Error on failure.
 void write_policy(const std::string& path, const PolicyFile& policy);
 /// The file's bytes, as write_policy writes them.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace dqntrader::eval {
 
@@ -25,5 +26,28 @@ struct WindowMetrics {
   double exposure = 0;
   double total_cost = 0;
 };
+
+/// Calls f(name, field) for every field of m (const or not), by the names of docs/METRICS.md:
+/// the JSON keys, and the names by which a checkpoint stores them (io/record.hpp).
+template <class M, class F,
+          class = std::enable_if_t<std::is_same<std::remove_const_t<M>, WindowMetrics>::value>>
+void for_each_field(M& m, F&& f) {
+  f("bars", m.bars);
+  f("total_return", m.total_return);
+  f("log_return", m.log_return);
+  f("cagr", m.cagr);
+  f("annual_volatility", m.annual_volatility);
+  f("sharpe", m.sharpe);
+  f("sortino", m.sortino);
+  f("max_drawdown", m.max_drawdown);
+  f("calmar", m.calmar);
+  f("trades_closed", m.trades_closed);
+  f("win_rate", m.win_rate);
+  f("profit_factor", m.profit_factor);
+  f("expectancy", m.expectancy);
+  f("turnover", m.turnover);
+  f("exposure", m.exposure);
+  f("total_cost", m.total_cost);
+}
 
 }  // namespace dqntrader::eval

@@ -22,8 +22,8 @@
 #include "dqntrader/io/json_values.hpp"
 #include "dqntrader/report/report_parts.hpp"
 #include "dqntrader/report/svg_chart.hpp"
-#include "dqntrader/train/dqn_trainer.hpp"
-#include "dqntrader/train/training_run.hpp"
+#include "dqntrader/train/run_data.hpp"
+#include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::report {
 
@@ -114,10 +114,10 @@ WindowCurves curves_on(const ExecSpace& space, const data::Bars& bars, const eva
     curves.policy_metrics = evaluator.evaluate(parameters);
     curves.policy = evaluator.path_detail(parameters);
   }
-  eval::BuiltinEvaluator builtins(space, bars, backtest, window.returns());
-  for (const eval::BuiltinPolicy p : builtins.policies()) {
+  for (const eval::BuiltinRun& run : eval::evaluate_builtins(
+           space, bars, eval::builtin_policies(bars), {window}, backtest, true)) {
     curves.baselines.push_back(
-        {eval::to_string(p), builtins.detail(p, window), builtins.evaluate(p, window)});
+        {eval::to_string(run.policy), run.details.front(), run.metrics.front()});
   }
   return curves;
 }
@@ -152,10 +152,8 @@ RunReport collect_run_report(const ExecSpace& space, const std::string& dir,
   report.validation =
       curves_on(space, bars, eval::BarRange{windows.val_begin, windows.val_end}, policy, backtest);
   if (run.has_test()) {
-    report.test = curves_on(
-        space, run.test,
-        eval::BarRange{std::max(run.test_begin, policy.features.warmup()), run.test.size()}, policy,
-        backtest);
+    report.test = curves_on(space, run.test, train::test_window(run, policy.features.warmup()),
+                            policy, backtest);
   }
   return report;
 }

@@ -36,9 +36,8 @@ bool parse_double(const std::string& text, double& value) {
 }
 
 train::Setting* find_setting(std::vector<train::Setting>& all, const std::string& name) {
-  const auto found =
-      std::find_if(all.begin(), all.end(), [&](const train::Setting& s) { return s.name == name; });
-  return found == all.end() ? nullptr : &*found;
+  const train::SettingInfo* info = train::find_setting_info(name);
+  return info == nullptr ? nullptr : &all[info->index];
 }
 
 // A value of a setting that is itself a list (hidden widths, column names) separates its items
@@ -329,9 +328,8 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
     if (scope == train::Scope::sweep) {
       throw InputError(where +
                        "every member of a sweep shares this setting (the data, the "
-                       "metrics' definitions or the run's mechanics); give it once, as "
-                       "--" +
-                       a.setting);
+                       "metrics' definitions or the run's mechanics); give it once, as " +
+                       field(a.setting));
     }
     if (a.range && scope == train::Scope::population) {
       throw InputError(where +
@@ -345,10 +343,11 @@ void check(const SearchSpace& space, const train::TrainConfig& base) {
         a.range ? std::vector<std::string>{train::number_text(a.low), train::number_text(a.high)}
                 : a.values;
     std::vector<std::pair<std::string, std::string>> taken;  // value as given, as the setting
+    train::TrainConfig one = base;
+    std::vector<train::Setting> own = train::settings(one);  // bound to one, for every value
+    train::Setting* s = find_setting(own, a.setting);
     for (const std::string& v : values) {
-      train::TrainConfig one = base;
-      std::vector<train::Setting> own = train::settings(one);
-      train::Setting* s = find_setting(own, a.setting);
+      one = base;
       try {
         double number = 0.0;
         if (a.range && parse_double(v, number)) {

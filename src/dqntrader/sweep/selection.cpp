@@ -15,8 +15,8 @@
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/eval/selection_statistics.hpp"
 #include "dqntrader/io/json_values.hpp"
-#include "dqntrader/train/dqn_trainer.hpp"
-#include "dqntrader/train/training_run.hpp"
+#include "dqntrader/train/run_data.hpp"
+#include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::sweep {
 
@@ -97,20 +97,14 @@ nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   eval::ReturnMatrix returns(
       Kokkos::view_alloc(space, std::string("dqntrader::sweep::selection_returns")),
       window.returns(), candidates.size());
-  std::vector<bool> done(candidates.size(), false);
+  std::vector<const eval::PolicyFile*> policies;
+  for (const Candidate& c : candidates)
+    policies.push_back(&c.policy);
   std::size_t column = 0;
-  for (std::size_t k = 0; k < candidates.size(); ++k) {
-    if (done[k])
-      continue;
-    std::vector<std::size_t> group;
-    for (std::size_t i = k; i < candidates.size(); ++i) {
-      if (!done[i] && eval::same_evaluator(candidates[k].policy, candidates[i].policy)) {
-        done[i] = true;
-        group.push_back(i);
-        candidates[i].column = column++;
-      }
-    }
-    const eval::PolicyFile& policy = candidates[k].policy;
+  for (const std::vector<std::size_t>& group : eval::evaluator_groups(policies)) {
+    for (std::size_t i : group)
+      candidates[i].column = column++;
+    const eval::PolicyFile& policy = candidates[group.front()].policy;
     const data::FeatureSet features(space, bars, policy.features);
     const std::size_t batch = std::min(group.size(), kPoliciesAtOnce);
     eval::BacktestEvaluator evaluator(space, features, policy.stats, policy.network, window,

@@ -10,7 +10,6 @@
 #include "dqntrader/data/features.hpp"
 #include "dqntrader/io/json_values.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
-#include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/run_data.hpp"
 #include "dqntrader/train/training_run.hpp"
 
@@ -70,19 +69,15 @@ SweepPlan plan_sweep(SweepRequest request) {
   });
   // The data once, for its features (and to fail early on a bad file).
   const train::RunData data = train::load_run_data(base);
-  data::FeatureConfig features;
-  features.return_window = base.return_window;
-  features.volatility_window = base.volatility_window;
-  features.ofi_window = base.ofi_window;
-  const std::size_t count = data::resolve_features(features, data.bars).count();
+  const data::FeatureSpec features = data::resolve_features(train::feature_config(base), data.bars);
+  const std::size_t count = features.count();
   std::size_t most = request.population.value_or(0);
   if (request.population && most == 0)
     throw InputError(field("population") + " 0: a population has at least one member");
   const bool sized_by_memory = most == 0;
   if (sized_by_memory) {
     const train::RunWindows windows =
-        train::split_windows(base, data.bars.size(), data.validation.size(),
-                             data::resolve_features(features, data.bars).warmup());
+        train::split_windows(base, data.bars.size(), data.validation.size(), features.warmup());
     const std::size_t bytes = train::member_bytes(base, count, windows.val_end - windows.val_begin);
     most = std::clamp<std::size_t>(exec::free_memory() / 10 * 8 / std::max<std::size_t>(bytes, 1),
                                    1, kMostMembers);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include "backends/execution.hpp"
 #include "dqntrader/core/error.hpp"
@@ -18,6 +19,7 @@
 #include "dqntrader/env/trading_env.hpp"
 #include "dqntrader/eval/backtest_evaluator.hpp"
 #include "dqntrader/io/member_buffers.hpp"
+#include "dqntrader/io/record.hpp"
 #include "dqntrader/nn/adam.hpp"
 #include "dqntrader/nn/mlp.hpp"
 #include "dqntrader/replay/replay_buffer.hpp"
@@ -58,11 +60,27 @@ gemm::StridedBatch<T> first_matrices(const gemm::StridedBatch<T>& m, std::size_t
 // The population's host counters (the same for every member, which step together) and each
 // member's counts at its last epoch's end.
 struct HostCounters {
-  std::int64_t steps, learning_steps, epoch;
+  std::int64_t steps = 0, learning_steps = 0, epoch = 0;
 };
+template <class S, class F,
+          class = std::enable_if_t<std::is_same<std::remove_const_t<S>, HostCounters>::value>>
+void for_each_field(S& s, F&& f) {
+  f("steps", s.steps);
+  f("learning_steps", s.learning_steps);
+  f("epoch", s.epoch);
+}
 struct MemberCounters {
   std::int64_t skipped_before, restores_before;
 };
+// Every member's counters as one record (io/record.hpp): "skipped_before.<m>",
+// "restores_before.<m>".
+template <class V, class F>
+void member_counter_fields(V& counters, F&& f) {
+  for (std::size_t m = 0; m < counters.size(); ++m) {
+    f("skipped_before." + std::to_string(m), counters[m].skipped_before);
+    f("restores_before." + std::to_string(m), counters[m].restores_before);
+  }
+}
 
 // A batch's sampler for each member: from the vaccine set on a vaccine step when the member
 // uses it, from its replay ring otherwise.
@@ -178,18 +196,13 @@ class EngineImpl final : public DqnTrainer::Engine {
     // Whether the loaded targets are the loaded snapshot's is not saved: the guard's next
     // check checks and copies them.
     Kokkos::deep_copy(m_guard->target_changed(), 1);
-    const io::Section& h = io::find_section(sections, "host_counters", source);
-    if (h.bytes.size() != sizeof(HostCounters))
-      throw InputError(source, 0, 0, "bad host_counters section");
-    HostCounters host;
-    std::memcpy(&host, h.bytes.data(), sizeof host);
+    const auto host =
+        io::read_record<HostCounters>(io::find_section(sections, "host_counters", source), source);
     m_steps = host.steps;
     m_learning_steps = host.learning_steps;
     m_epoch = static_cast<std::size_t>(host.epoch);
-    const io::Section& mc = io::find_section(sections, "member_counters", source);
-    if (mc.bytes.size() != m_member_counters.size() * sizeof(MemberCounters))
-      throw InputError(source, 0, 0, "bad member_counters section");
-    std::memcpy(static_cast<void*>(m_member_counters.data()), mc.bytes.data(), mc.bytes.size());
+    const io::RecordReader counters(io::find_section(sections, "member_counters", source), source);
+    member_counter_fields(m_member_counters, counters);
     // The settings a schedule changed (checkpoints from before schedules have none): the
     // others stand as given.
     for (const io::Section& section : sections) {
@@ -390,9 +403,8 @@ class EngineImpl final : public DqnTrainer::Engine {
   // The host's sections: its counters, and each member's counters and the settings that
   // set_member changed, of the members at positions keep, numbered in keep's order.
   void save_host_state(std::vector<io::Section>& out, const std::vector<std::size_t>& keep) const {
-    const HostCounters host{m_steps, m_learning_steps, static_cast<std::int64_t>(m_epoch)};
-    out.push_back(
-        {"host_counters", std::string(reinterpret_cast<const char*>(&host), sizeof host)});
+    out.push_back(io::record("host_counters", HostCounters{m_steps, m_learning_steps,
+                                                           static_cast<std::int64_t>(m_epoch)}));
     std::vector<MemberCounters> counters;
     nlohmann::json changed = nlohmann::json::object();
     for (std::size_t i = 0; i < keep.size(); ++i) {
@@ -400,8 +412,9 @@ class EngineImpl final : public DqnTrainer::Engine {
       if (m_rescheduled[keep[i]] != 0)
         changed[std::to_string(i)] = member_settings_json(members[keep[i]]);
     }
-    out.push_back({"member_counters", std::string(reinterpret_cast<const char*>(counters.data()),
-                                                  counters.size() * sizeof(MemberCounters))});
+    io::RecordWriter record;
+    member_counter_fields(counters, record);
+    out.push_back({"member_counters", record.bytes()});
     out.push_back({"member_settings", changed.dump()});
   }
 
@@ -714,61 +727,6 @@ class EngineImpl final : public DqnTrainer::Engine {
 
 }  // namespace
 
-std::size_t member_bytes(const TrainConfig& c, std::size_t features,
-                         std::size_t validation_returns) {
-  nn::NetworkSpec spec;
-  spec.features = features;
-  spec.hidden = c.hidden;
-  spec.dueling = c.dueling;
-  const std::size_t p = nn::ParameterLayout(spec).size();
-  const std::size_t value = c.precision == Precision::bf16 ? 2 : 4;
-  std::size_t widths = 0;
-  for (std::size_t w : c.hidden)
-    widths += (w + 8) / 8 * 8;
-  const std::size_t rows = 2 * c.batch_size + c.environments;
-  // The probe's states and one variant a feature group: at most four groups (returns,
-  // volatility, ofi, extra columns: data::FeatureSpec::groups).
-  const std::size_t probe_rows = 5 * c.probe_batch;
-  const std::size_t max_rows = std::max(rows, probe_rows);
-  const std::size_t common = 9 * p * 4                 // parameters, optimizer, guard
-                             + 2 * p * value           // working copies
-                             + c.replay_capacity * 11  // the replay ring
-                             + 2 * max_rows * (spec.state_size() + 8) * value  // states
-                             + max_rows * widths * value  // the online network's activations
-                             + max_rows * widths * value  // layer gradients
-                             + probe_rows * spec.state_size() * value  // the probe's states
-                             + std::min(c.chunk_bars, validation_returns) * spec.positions *
-                                   widths * 4;  // validation's chunk of the window
-  // What each learning path takes beside (auto: either).
-  const std::size_t products = common + learning_step_bytes(LearningPath::products, spec,
-                                                            c.precision, c.batch_size, max_rows);
-  if (c.learning_path == "products" || !fused_takes(spec, c.precision))
-    return products;
-  const std::size_t fused =
-      common + learning_step_bytes(LearningPath::fused, spec, c.precision, c.batch_size, max_rows);
-  return c.learning_path == "fused" ? fused : std::max(products, fused);
-}
-
-RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t validation_bars,
-                         std::size_t warmup) {
-  RunWindows w;
-  w.train_begin = warmup;
-  if (validation_bars == 0) {
-    w.train_end = warmup + static_cast<std::size_t>((bars - warmup) * (1.0 - c.val_fraction));
-    w.val_begin = w.train_end;
-    w.val_end = bars;
-  } else {
-    w.train_end = bars;
-    w.val_begin = warmup;
-    w.val_end = validation_bars;
-  }
-  if (w.train_end < w.train_begin + 3 * c.n_step + 3)
-    throw InputError("too few training bars after the feature warm-up");
-  if (w.val_end < w.val_begin + 2 * c.val_windows + 1)
-    throw InputError("too few validation bars for the validation windows");
-  return w;
-}
-
 DqnTrainer::DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& members,
                        const data::Bars& bars, const data::Bars* validation)
     : m_space(space), m_bars(&bars), m_validation(validation), m_members(members) {
@@ -776,11 +734,7 @@ DqnTrainer::DqnTrainer(const ExecSpace& space, const std::vector<TrainConfig>& m
     train::validate(c);
   check_population(members);
   const TrainConfig& config = members.front();
-  data::FeatureConfig features;
-  features.return_window = config.return_window;
-  features.volatility_window = config.volatility_window;
-  features.ofi_window = config.ofi_window;
-  m_spec = data::resolve_features(features, bars);
+  m_spec = data::resolve_features(feature_config(config), bars);
   data::check_features_available(m_spec, bars,
                                  3 * static_cast<std::size_t>(largest_n_step(members)) + 8);
   if (validation != nullptr)

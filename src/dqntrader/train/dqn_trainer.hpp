@@ -44,6 +44,7 @@
 #include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 #include "dqntrader/train/learning_path.hpp"
+#include "dqntrader/train/run_data.hpp"
 #include "dqntrader/train/train_config.hpp"
 
 namespace dqntrader::train {
@@ -64,25 +65,6 @@ struct EpochReport {
       probe;  // mean |dQ| per feature group (NaN if no probe ran)
   double train_seconds = 0, validation_seconds = 0;  // the population's, shared
 };
-
-/// A run's bar ranges: training at the start of the bars after the feature warm-up and
-/// validation on the last val_fraction of them, or, with separate validation data
-/// (validation_bars > 0), training on all the bars and validation on all of that data, each
-/// after the warm-up. InputError when either is too short for the settings.
-struct RunWindows {
-  std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0;
-};
-RunWindows split_windows(const TrainConfig& config, std::size_t bars, std::size_t validation_bars,
-                         std::size_t warmup);
-
-/// The device memory one member of a population of config's shape takes, for a network of
-/// `features` features validated on `validation_returns` bar returns: its parameters,
-/// optimizer and guard state, replay ring, states, activations and gradients, probe states and
-/// its share of validation (a chunk of at most the window). An upper bound of what the trainer
-/// allocates per member (on OpenMP, tests/test_population.cpp measures its peak), by which a
-/// sweep sizes its populations.
-std::size_t member_bytes(const TrainConfig& config, std::size_t features,
-                         std::size_t validation_returns);
 
 class DqnTrainer {
  public:

@@ -8,9 +8,9 @@
 //                       written before it was recorded)
 // then, for each member m:
 //   settings/m          JSON: the settings that decide what it computes (identity())
-//   run/m               MemberState: where its run stands
+//   run/m               MemberState, a record (io/record.hpp): where its run stands
 //   best_parameters/m   float32 values: its best parameters so far
-//   best_metrics/m      eval::WindowMetrics: their validation metrics
+//   best_metrics/m      eval::WindowMetrics, a record: their validation metrics
 //   last_parameters/m   float32 values: its last parameters, once it has finished
 //   metrics.jsonl/m     its records so far, and timings.jsonl/m its timings
 #pragma once
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dqntrader/eval/window_metrics.hpp"
@@ -27,11 +28,33 @@
 
 namespace dqntrader::train {
 
-/// Where a member's run stands, as the checkpoint holds it (its bytes are the format).
+/// Where a member's run stands, as the checkpoint holds it (a record of its fields by name).
 struct MemberState {
-  double best_sharpe, last_sharpe;
-  std::int64_t best_epoch, since_best, epoch, done, failed, stopped_early;
+  double best_sharpe = 0, last_sharpe = 0;
+  std::int64_t best_epoch = 0, since_best = 0, epoch = 0, done = 0, failed = 0, stopped_early = 0;
 };
+
+template <class S, class F,
+          class = std::enable_if_t<std::is_same<std::remove_const_t<S>, MemberState>::value>>
+void for_each_field(S& s, F&& f) {
+  f("best_sharpe", s.best_sharpe);
+  f("last_sharpe", s.last_sharpe);
+  f("best_epoch", s.best_epoch);
+  f("since_best", s.since_best);
+  f("epoch", s.epoch);
+  f("done", s.done);
+  f("failed", s.failed);
+  f("stopped_early", s.stopped_early);
+}
+
+/// The checkpoint format this build writes: 2, whose structs are records of named fields
+/// (io/record.hpp). Format 1 held them as the bytes of their structs; upgrade() reads it.
+constexpr std::uint32_t kCheckpointFormat = 2;
+
+/// A checkpoint's sections in the format this build reads: those of format 1 (the structs as
+/// their bytes, in the layouts that format froze) rewritten as records; InputError naming source
+/// for a format this build does not know (a newer one) or a struct of the wrong size.
+void upgrade(std::vector<io::Section>& sections, std::uint32_t format, const std::string& source);
 
 struct RunCheckpoint {
   struct Member {

@@ -11,6 +11,8 @@
 #include "dqntrader/data/synthetic.hpp"
 #include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/policy_file.hpp"
+#include "dqntrader/nn/network_spec.hpp"
+#include "dqntrader/train/learning_path.hpp"
 
 namespace dqntrader::train {
 
@@ -66,6 +68,27 @@ RunData load_run_data(const TrainConfig& config) {
     run.bars = data::generate_bars(synth);
   } else {
     run.bars = load("data", config.data);
+  }
+  // A column named that the data lacks, or a prefix that selects none, is a mistake (a
+  // misspelt name), not a wish for none.
+  const std::string source =
+      config.data.empty() ? std::string("the built-in synthetic market") : config.data;
+  auto none_matches = [&](const std::string& text, bool prefix) {
+    return std::none_of(run.bars.extra.begin(), run.bars.extra.end(),
+                        [&](const data::NamedColumn& c) {
+                          return prefix ? c.name.rfind(text, 0) == 0 : c.name == text;
+                        });
+  };
+  for (const std::string& name : config.feature_columns) {
+    if (none_matches(name, false))
+      throw InputError(field("feature-columns") + " " + name + ": " + source +
+                       " has no such column");
+  }
+  for (const std::string& prefix : config.feature_prefixes) {
+    if (none_matches(prefix, true)) {
+      throw InputError(field("feature-prefix") + " " + prefix + ": no column of " + source +
+                       " begins with it");
+    }
   }
   if (!config.val_data.empty())
     run.validation = load("val-data", config.val_data);
@@ -126,6 +149,71 @@ void refuse_inputs_among_outputs(const TrainConfig& config, const std::string& d
                      "elsewhere or choose another " +
                      field("out"));
   }
+}
+
+std::size_t member_bytes(const TrainConfig& c, std::size_t features,
+                         std::size_t validation_returns) {
+  nn::NetworkSpec spec;
+  spec.features = features;
+  spec.hidden = c.hidden;
+  spec.dueling = c.dueling;
+  const std::size_t p = nn::ParameterLayout(spec).size();
+  const std::size_t value = c.precision == Precision::bf16 ? 2 : 4;
+  std::size_t widths = 0;
+  for (std::size_t w : c.hidden)
+    widths += (w + 8) / 8 * 8;
+  const std::size_t rows = 2 * c.batch_size + c.environments;
+  // The probe's states and one variant a feature group: at most four groups (returns,
+  // volatility, ofi, extra columns: data::FeatureSpec::groups).
+  const std::size_t probe_rows = 5 * c.probe_batch;
+  const std::size_t max_rows = std::max(rows, probe_rows);
+  const std::size_t common = 9 * p * 4                 // parameters, optimizer, guard
+                             + 2 * p * value           // working copies
+                             + c.replay_capacity * 11  // the replay ring
+                             + 2 * max_rows * (spec.state_size() + 8) * value  // states
+                             + max_rows * widths * value  // the online network's activations
+                             + max_rows * widths * value  // layer gradients
+                             + probe_rows * spec.state_size() * value  // the probe's states
+                             + std::min(c.chunk_bars, validation_returns) * spec.positions *
+                                   widths * 4;  // validation's chunk of the window
+  // What each learning path takes beside (auto: either).
+  const std::size_t products = common + learning_step_bytes(LearningPath::products, spec,
+                                                            c.precision, c.batch_size, max_rows);
+  if (c.learning_path == "products" || !fused_takes(spec, c.precision))
+    return products;
+  const std::size_t fused =
+      common + learning_step_bytes(LearningPath::fused, spec, c.precision, c.batch_size, max_rows);
+  return c.learning_path == "fused" ? fused : std::max(products, fused);
+}
+
+RunWindows split_windows(const TrainConfig& c, std::size_t bars, std::size_t validation_bars,
+                         std::size_t warmup) {
+  RunWindows w;
+  w.train_begin = warmup;
+  if (validation_bars == 0) {
+    w.train_end = warmup + static_cast<std::size_t>((bars - warmup) * (1.0 - c.val_fraction));
+    w.val_begin = w.train_end;
+    w.val_end = bars;
+  } else {
+    w.train_end = bars;
+    w.val_begin = warmup;
+    w.val_end = validation_bars;
+  }
+  if (w.train_end < w.train_begin + 3 * c.n_step + 3)
+    throw InputError("too few training bars after the feature warm-up");
+  if (w.val_end < w.val_begin + 2 * c.val_windows + 1)
+    throw InputError("too few validation bars for the validation windows");
+  return w;
+}
+
+eval::BarRange test_window(const RunData& data, std::size_t warmup) {
+  const eval::BarRange window{std::max(data.test_begin, warmup), data.test.size()};
+  if (window.end < window.begin + 3) {
+    throw InputError(data.test.source, 0, 0,
+                     "too few test bars after the feature warm-up of " + std::to_string(warmup) +
+                         " bars (the test window needs 3)");
+  }
+  return window;
 }
 
 std::string fingerprint_text(std::uint64_t fingerprint) {

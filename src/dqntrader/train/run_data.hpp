@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dqntrader/data/bars.hpp"
+#include "dqntrader/eval/backtest_config.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/train/train_config.hpp"
 
@@ -43,6 +44,30 @@ RunData load_run_data(const TrainConfig& config);
 /// or a sweep there writes or removes it: the run would destroy what it reads.
 void refuse_inputs_among_outputs(const TrainConfig& config, const std::string& directory,
                                  const std::function<bool(const std::filesystem::path&)>& written);
+
+/// A run's bar ranges: training at the start of the bars after the feature warm-up and
+/// validation on the last val_fraction of them, or, with separate validation data
+/// (validation_bars > 0), training on all the bars and validation on all of that data, each
+/// after the warm-up. InputError when either is too short for the settings.
+struct RunWindows {
+  std::size_t train_begin = 0, train_end = 0, val_begin = 0, val_end = 0;
+};
+RunWindows split_windows(const TrainConfig& config, std::size_t bars, std::size_t validation_bars,
+                         std::size_t warmup);
+
+/// The device memory one member of a population of config's shape takes, for a network of
+/// `features` features validated on `validation_returns` bar returns: its parameters,
+/// optimizer and guard state, replay ring, states, activations and gradients, probe states and
+/// its share of validation (a chunk of at most the window). An upper bound of what the trainer
+/// allocates per member (on OpenMP, tests/test_population.cpp measures its peak), by which a
+/// sweep sizes its populations.
+std::size_t member_bytes(const TrainConfig& config, std::size_t features,
+                         std::size_t validation_returns);
+
+/// The test window of the run's data for features reading warmup bars before a decision: bars
+/// max(test_begin, warmup) .. the test file's end. InputError naming the file when it holds
+/// fewer than 3 (a window needs 2 bar returns to say anything).
+eval::BarRange test_window(const RunData& data, std::size_t warmup);
 
 /// A fingerprint as files record it: 16 hexadecimal digits.
 std::string fingerprint_text(std::uint64_t fingerprint);

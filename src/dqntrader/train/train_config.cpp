@@ -8,6 +8,7 @@
 #include <numeric>
 #include <sstream>
 #include <type_traits>
+#include <unordered_map>
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/io/json_values.hpp"
@@ -70,6 +71,7 @@ Setting blank(const std::string& name, const std::string& help, bool is_list, bo
   s.is_list = is_list;
   s.is_flag = is_flag;
   s.is_number = is_number;
+  s.refused = is_flag ? "maybe" : is_number ? "x" : "";
   return s;
 }
 
@@ -110,6 +112,7 @@ Setting flag(const std::string& name, const std::string& help, bool& value) {
 Setting recorded(const std::string& name, const std::string& help,
                  std::optional<std::size_t>& field) {
   Setting s = blank(name, help, false, false, false);
+  s.refused = "x";
   s.get = [&field] { return field ? std::to_string(*field) : std::string("auto"); };
   s.set = [name, &field](const std::string& v) {
     if (v == "auto") {
@@ -194,6 +197,12 @@ Setting own(Setting s) {
   return s;
 }
 
+// A setting that refuses value (Setting::refused).
+Setting refusing(Setting s, const std::string& value) {
+  s.refused = value;
+  return s;
+}
+
 // A setting every member of a sweep shares.
 Setting shared(Setting s) {
   s.scope = Scope::sweep;
@@ -207,28 +216,36 @@ namespace {
 // The data and the features.
 std::vector<Setting> data_settings(TrainConfig& c) {
   return table(
-      shared(string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market",
-                    c.data)),
-      shared(string("val-data",
-                    "separate validation bar file; empty: the last val-fraction of --data",
-                    c.val_data)),
+      shared(refusing(
+          string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market",
+                 c.data),
+          "{dir}")),
+      shared(refusing(
+          string("val-data",
+                 "separate validation bar file; empty: the last val-fraction of " + field("data"),
+                 c.val_data),
+          "{file}")),
       shared(number("val-fraction",
                     "share of the bars before the test window held out for validation",
                     c.val_fraction)),
-      shared(string(
-          "test-data",
-          "separate test bar file; empty: the last test-fraction of --val-data, or of --data",
-          c.test_data)),
+      shared(refusing(string("test-data",
+                             "separate test bar file; empty: the last test-fraction of " +
+                                 field("val-data") + ", or of " + field("data"),
+                             c.test_data),
+                      "{file}")),
       shared(number("test-fraction",
                     "share of the bars held out at the end for the test window, evaluated once "
                     "after training (0: none)",
                     c.test_fraction)),
-      shared(number("synth-bars", "bars of the built-in synthetic market (seeded by --seed)",
+      shared(number("synth-bars",
+                    "bars of the built-in synthetic market (seeded by " + field("seed") + ")",
                     c.synth_bars)),
-      names("feature-columns", "extra feature columns, by name (comma-separated)",
-            c.feature_columns),
-      names("feature-prefix", "extra feature columns, by name prefix (comma-separated)",
-            c.feature_prefixes),
+      refusing(names("feature-columns", "extra feature columns, by name (comma-separated)",
+                     c.feature_columns),
+               "no-such-column"),
+      refusing(names("feature-prefix", "extra feature columns, by name prefix (comma-separated)",
+                     c.feature_prefixes),
+               "no-such-prefix"),
       number("return-window", "log returns in the state", c.return_window),
       number("volatility-window", "bars of the rolling volatility", c.volatility_window),
       number("ofi-window", "ofi values in the state (when the data has ofi)", c.ofi_window));
@@ -245,21 +262,26 @@ std::vector<Setting> network_settings(TrainConfig& c) {
   precision.get = [&c] { return std::string(to_string(c.precision)); };
   precision.documented_default = "bf16 (CUDA), fp32 (OpenMP)";
   precision.set = [&c](const std::string& v) { c.precision = parse_precision(v); };
+  precision.refused = "fp8";
   return table(
       widths("hidden", "hidden layer widths (comma-separated)", c.hidden),
       flag("dueling", "dueling head: Q = V + A - mean(A)", c.dueling), std::move(precision),
-      string("learning-path",
-             "how a learning step computes: products (one batched product a layer), fused (on "
-             "CUDA in bf16, networks of 1 to 4 hidden layers at most 128 wide: two kernels on the "
-             "tensor cores) or auto: fused where it takes the networks (faster at every "
-             "population size measured: docs/BENCHMARKS.md), else products",
-             c.learning_path));
+      refusing(
+          string(
+              "learning-path",
+              "how a learning step computes: products (one batched product a layer), fused (on "
+              "CUDA in bf16, networks of 1 to 4 hidden layers at most 128 wide: two kernels on the "
+              "tensor cores) or auto: fused where it takes the networks (faster at every "
+              "population size measured: docs/BENCHMARKS.md), else products",
+              c.learning_path),
+          "x"));
 }
 
 // How it learns: the loop, the replay, the DQN rule, Adam, the vaccine, the guard, the probe.
 std::vector<Setting> learning_settings(TrainConfig& c) {
-  Setting lr_schedule = learning(
-      string("lr-schedule", "learning-rate schedule: constant, linear or cosine", c.lr_schedule));
+  Setting lr_schedule = learning(refusing(
+      string("lr-schedule", "learning-rate schedule: constant, linear or cosine", c.lr_schedule),
+      "x"));
   lr_schedule.to_adam = [&c](nn::AdamSettings& a) {
     a.schedule = nn::parse_schedule(c.lr_schedule);
   };
@@ -336,17 +358,20 @@ std::vector<Setting> run_settings(TrainConfig& c) {
       own(number("seed",
                  "seed of every random choice (data, initialisation, exploration, sampling)",
                  c.seed, &MemberSettings::seed)),
-      own(string("out", "run directory", c.out)),
-      shared(number("checkpoints", "newest checkpoints kept in the run directory (for --resume)",
+      own(refusing(string("out", "run directory", c.out), "{file}/run")),
+      shared(number("checkpoints",
+                    "newest checkpoints kept in the run directory (for " + field("resume") + ")",
                     c.checkpoints)),
       own(number("fault-budget",
                  "consecutive skipped steps or guard restores after which the run stops with "
                  "fault_report.json",
                  c.fault_budget)),
-      own(string("inject-fault",
+      own(refusing(
+          string("inject-fault",
                  "for testing fault handling: kind@epoch writes NaN into a batch, gradient, weight "
                  "or (from then on) every price at that epoch's first step",
-                 c.inject_fault)));
+                 c.inject_fault),
+          "x")));
 }
 
 }  // namespace
@@ -470,17 +495,35 @@ std::size_t recorded_steps(const TrainConfig& c) {
 #endif
 }
 
+const std::vector<SettingInfo>& setting_infos() {
+  static const std::vector<SettingInfo> infos = [] {
+    std::vector<SettingInfo> out;
+    TrainConfig config;
+    for (const Setting& s : settings(config))
+      out.push_back({s.name, s.scope, s.is_list, s.is_flag, s.is_number, out.size()});
+    return out;
+  }();
+  return infos;
+}
+
+const SettingInfo* find_setting_info(const std::string& name) {
+  static const std::unordered_map<std::string, std::size_t> by_name = [] {
+    std::unordered_map<std::string, std::size_t> out;
+    for (const SettingInfo& info : setting_infos())
+      out.emplace(info.name, info.index);
+    return out;
+  }();
+  const auto found = by_name.find(name);
+  return found == by_name.end() ? nullptr : &setting_infos()[found->second];
+}
+
 Scope setting_scope(const std::string& name) {
   // The run directory is a member's own in a population; to a sweep it is the sweep's
   // directory, in which the sweep names its members'.
   if (name == "out")
     return Scope::sweep;
-  TrainConfig config;
-  for (const Setting& s : settings(config)) {
-    if (s.name == name)
-      return s.scope;
-  }
-  return Scope::population;
+  const SettingInfo* info = find_setting_info(name);
+  return info != nullptr ? info->scope : Scope::population;
 }
 
 TrainConfig with_learning_settings(const TrainConfig& own, TrainConfig source) {
@@ -660,10 +703,10 @@ void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::str
     throw InputError(source, 0, 0, "expected a JSON object of settings");
   std::vector<Setting> all = settings(config);
   for (const auto& item : j.items()) {
-    auto found = std::find_if(all.begin(), all.end(),
-                              [&](const Setting& s) { return s.name == item.key(); });
-    if (found == all.end())
+    const SettingInfo* info = find_setting_info(item.key());
+    if (info == nullptr)
       throw InputError(source, 0, 0, "unknown setting '" + item.key() + "'");
+    Setting* found = &all[info->index];
     const nlohmann::json& value = item.value();
     if (value.is_object() || value.is_null() || (value.is_array() && !found->is_list)) {
       throw InputError(source, 0, 0,
@@ -680,6 +723,14 @@ void apply_settings(TrainConfig& config, const nlohmann::json& j, const std::str
       throw InputError(source, 0, 0, e.message());
     }
   }
+}
+
+data::FeatureConfig feature_config(const TrainConfig& c) {
+  data::FeatureConfig f;
+  f.return_window = c.return_window;
+  f.volatility_window = c.volatility_window;
+  f.ofi_window = c.ofi_window;
+  return f;
 }
 
 eval::BacktestConfig backtest_config(const TrainConfig& c, const std::vector<double>& positions) {

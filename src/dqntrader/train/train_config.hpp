@@ -13,6 +13,7 @@
 
 #include "dqntrader/core/member_settings.hpp"
 #include "dqntrader/core/precision.hpp"
+#include "dqntrader/data/feature_spec.hpp"
 #include "dqntrader/eval/backtest_config.hpp"
 #include "dqntrader/nn/adam.hpp"
 
@@ -100,6 +101,9 @@ struct Setting {
   std::function<void(const std::string&)> set;  // throws InputError on a bad value
   bool is_list = false, is_flag = false, is_number = false;
   std::string documented_default;  // for defaults that depend on the build; else get()
+  // A value a run refuses (its reader's, or its data's), for the test that the command and
+  // the Python module refuse it alike ("{dir}": a directory; "{file}": a file of no bars).
+  std::string refused;
   Scope scope = Scope::population;
   std::function<void(MemberSettings&)> to_kernels;  // empty: the kernels do not read it
   std::function<void(nn::AdamSettings&)> to_adam;   // empty: Adam does not read it
@@ -119,6 +123,18 @@ void validate(const TrainConfig& config);
 /// target-update (or any such multiple with tau > 0), or 0 when none divides it; 0 on OpenMP,
 /// where nothing is recorded.
 std::size_t recorded_steps(const TrainConfig& config);
+
+/// What a setting is, by its name, without a configuration to bind: the table settings() makes,
+/// made once. index is the setting's place in settings(), whose order is fixed.
+struct SettingInfo {
+  std::string name;
+  Scope scope = Scope::population;
+  bool is_list = false, is_flag = false, is_number = false;
+  std::size_t index = 0;
+};
+const std::vector<SettingInfo>& setting_infos();
+/// The setting called name, or nullptr (a lookup in a table made once).
+const SettingInfo* find_setting_info(const std::string& name);
 
 /// The scope settings() declares for a setting (Scope::population for an unknown name).
 /// A population's members may differ in their own settings (Scope::learning and
@@ -179,6 +195,9 @@ void apply_settings(TrainConfig& config, const nlohmann::json& settings, const s
 /// The backtest settings of a run's validation and test window: its cost, annualisation,
 /// risk-free rate and chunking, with the positions the actions stand for. Its products are
 /// float32 whatever precision training takes: the decision the policy file defines.
+/// The features' settings of config.
+data::FeatureConfig feature_config(const TrainConfig& config);
+
 eval::BacktestConfig backtest_config(const TrainConfig& config,
                                      const std::vector<double>& positions);
 

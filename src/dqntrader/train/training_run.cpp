@@ -81,21 +81,18 @@ void remove_stale_temporaries(const std::string& dir) {
 std::vector<Baseline> evaluate_baselines(const ExecSpace& space, const data::Bars& validation_bars,
                                          const std::vector<eval::BarRange>& windows,
                                          const eval::BacktestConfig& config) {
-  std::size_t longest = 0;
-  for (const eval::BarRange& w : windows)
-    longest = std::max(longest, w.returns());
-  eval::BuiltinEvaluator builtins(space, validation_bars, config, longest);
   std::vector<Baseline> baselines;
-  for (const eval::BuiltinPolicy policy : builtins.policies()) {
+  for (eval::BuiltinRun& run :
+       eval::evaluate_builtins(space, validation_bars, eval::builtin_policies(validation_bars),
+                               windows, config, false)) {
     Baseline b;
-    b.policy = eval::to_string(policy);
+    b.policy = eval::to_string(run.policy);
     double sharpe = 0.0;
-    for (const eval::BarRange& w : windows) {
-      b.windows.push_back(builtins.evaluate(policy, w));
-      sharpe += b.windows.back().sharpe;
-    }
+    for (const eval::WindowMetrics& m : run.metrics)
+      sharpe += m.sharpe;
     b.validation_sharpe = sharpe / static_cast<double>(windows.size());
-    baselines.push_back(b);
+    b.windows = std::move(run.metrics);
+    baselines.push_back(std::move(b));
   }
   return baselines;
 }
@@ -158,17 +155,6 @@ std::string compared_with_baselines(double sharpe,
   return text;
 }
 
-// The test window of the run's data (InputError when it is too short for the features).
-eval::BarRange test_window(const RunData& data, const data::FeatureSpec& features) {
-  const eval::BarRange window{std::max(data.test_begin, features.warmup()), data.test.size()};
-  if (window.end < window.begin + 3) {
-    throw InputError(data.test.source, 0, 0,
-                     "too few test bars after the feature warm-up of " +
-                         std::to_string(features.warmup()) + " bars (the test window needs 3)");
-  }
-  return window;
-}
-
 // The test window's one look: the metrics there of each parameter vector of rows (policies of
 // the trainer's network, with its features and training statistics) in one pass on the
 // device, and the built-in policies'.
@@ -177,7 +163,7 @@ TestResult look_at_test_window(const ExecSpace& space, const DqnTrainer& trainer
                                const TrainConfig& population, const std::vector<float>& rows,
                                std::size_t policies, std::vector<eval::WindowMetrics>& metrics) {
   const eval::PolicyFile shape = trainer.policy({});
-  const eval::BarRange window = test_window(data, shape.features);
+  const eval::BarRange window = test_window(data, shape.features.warmup());
   const eval::BacktestConfig config = backtest_config(population, trainer.positions());
   eval::BacktestEvaluator evaluator(space, features, shape.stats, shape.network, window, config,
                                     policies);
@@ -361,7 +347,7 @@ class PopulationRun {
       throw InputError(e.message() + " (" + m_data.cut + ")");
     }
     if (m_data.has_test()) {
-      test_window(m_data, m_trainer->features());
+      test_window(m_data, m_trainer->features().warmup());
       m_test_features.emplace(m_space, m_data.test, m_trainer->features());
     }
   }
@@ -395,7 +381,9 @@ class PopulationRun {
     std::string source;
     for (const std::string& path : checkpoint_paths(m_options.checkpoints)) {
       try {
-        sections = io::read_sections(path);
+        std::uint32_t format = 0;
+        sections = io::read_sections(path, &format);
+        upgrade(sections, format, path);
         source = path;
         break;
       } catch (const InputError& e) {
@@ -491,9 +479,9 @@ class PopulationRun {
           << (m_population.val_data.empty() ? "" : " of " + m_population.val_data)
           << (m_data.has_test()
                   ? ", test bars " +
-                        std::to_string(test_window(m_data, m_trainer->features()).begin) + ".." +
-                        std::to_string(m_data.test.size() - 1) + " of " + m_data.test.source +
-                        " (held out until the end)"
+                        std::to_string(test_window(m_data, m_trainer->features().warmup()).begin) +
+                        ".." + std::to_string(m_data.test.size() - 1) + " of " +
+                        m_data.test.source + " (held out until the end)"
                   : std::string())
           << "; network " << nn::describe(m_trainer->network()) << ", "
           << to_string(m_population.precision) << ", "
@@ -646,7 +634,8 @@ class PopulationRun {
     const std::string directory = m_options.checkpoints;
     const std::size_t keep = m_population.checkpoints;
     submit_files([directory, epoch, keep, sections = std::move(sections)] {
-      io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt", sections);
+      io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt",
+                         kCheckpointFormat, sections);
       const std::vector<std::string> kept = checkpoint_paths(directory);
       std::error_code error;
       for (std::size_t i = keep; i < kept.size(); ++i)
