@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """dqntrader sweep under mpiexec, against the same sweep on one rank.
 
-    mpi_sweep.py DQNTRADER_CLI FAILING_IO_LIBRARY WORK_DIR
+    mpi_sweep.py DQNTRADER_CLI FAILING_IO_LIBRARY WORK_DIR MPIEXEC NUMPROC_FLAG [PREFLAG...]
+
+CMake's FindMPI gives MPIEXEC (MPIEXEC_EXECUTABLE), NUMPROC_FLAG (MPIEXEC_NUMPROC_FLAG) and the
+flags before the program (MPIEXEC_PREFLAGS; with Open MPI, tests/CMakeLists.txt adds
+--oversubscribe so that 2 ranks may share fewer cores).
 
 1. A sweep of 8 members in 4 populations on 2 ranks (one thread each) ends with the
    leaderboard, sweep.json and every member's run directory bitwise those of one rank (the
@@ -15,8 +19,12 @@
    the start with a message naming the problem and leave nothing behind.
 4. The sweep with population based training (--schedule pbt, each population of 2 deciding
    within itself every epoch) on 2 ranks equals it on one rank bitwise, and members copied.
+5. A population whose checkpoints cannot be written (tests/tools/failing_io.c: EIO) fails on
+   whichever rank trains it while the others go on: the sweep ends, its members are marked
+   failed in the leaderboard (the rank and the reason named) and the population is left
+   unfinished; --resume trains it alone and the sweep equals the uninterrupted one bitwise.
 
-Runs as root with OpenMPI's consent variables; --oversubscribe lets 2 ranks share 2 cores.
+Runs as root with Open MPI's consent variables.
 """
 import json
 import os
@@ -35,12 +43,15 @@ def fail(message):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 6:
         sys.exit(__doc__)
-    cli, failing_io, work = sys.argv[1:]
-    mpiexec = shutil.which("mpiexec")
-    if mpiexec is None:
-        fail("no mpiexec on PATH (Debian: openmpi-bin)")
+    cli, failing_io, work, mpiexec, numproc_flag = sys.argv[1:6]
+    preflags = sys.argv[6:]
+    if shutil.which(mpiexec) is None:
+        fail("no %s (CMake's MPIEXEC_EXECUTABLE)" % mpiexec)
+
+    def launch(ranks):
+        return [mpiexec] + preflags + [numproc_flag, str(ranks)]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -55,7 +66,7 @@ def main():
              "--population", "2"]
 
     def mpi(ranks, arguments, extra_env=None, timeout=300):
-        command = [mpiexec, "--oversubscribe", "-n", str(ranks), cli] + arguments
+        command = launch(ranks) + [cli] + arguments
         return subprocess.run(command, env=dict(env, **(extra_env or {})), capture_output=True,
                               text=True, timeout=timeout)
 
@@ -103,6 +114,7 @@ def main():
 
     # 1. Two ranks against one.
     one, two = os.path.join(work, "one"), os.path.join(work, "two")
+    one_plain = one
     run_ok(1, sweep + ["--out", one])
     started = time.monotonic()
     done = run_ok(2, sweep + ["--out", two])
@@ -118,7 +130,7 @@ def main():
     stop = {"LD_PRELOAD": failing_io, "ASAN_OPTIONS": "verify_asan_link_order=0",
             "DQNTRADER_STOP_PATH": "p-003/checkpoint-", "DQNTRADER_STOP_OP": "rename",
             "DQNTRADER_STOP_AFTER": "1"}
-    command = [mpiexec, "--oversubscribe", "-n", "2", cli] + sweep + ["--out", killed]
+    command = launch(2) + [cli] + sweep + ["--out", killed]
     job = subprocess.Popen(command, env=dict(env, **stop), stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
     stopped = None
@@ -173,8 +185,8 @@ def main():
     a, b = os.path.join(work, "a", "sweep"), os.path.join(work, "b", "sweep")
     os.makedirs(os.path.dirname(a))
     os.makedirs(os.path.dirname(b))
-    command = [mpiexec, "--oversubscribe", "-n", "1", cli] + sweep + ["--out", a, ":", "-n", "1",
-                                                                      cli] + sweep + ["--out", b]
+    command = launch(1) + [cli] + sweep + ["--out", a, ":", numproc_flag, "1", cli] + sweep + \
+        ["--out", b]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     if done.returncode == 0:
         fail("ranks with different output directories ran")
@@ -199,6 +211,38 @@ def main():
     if copies != 8:  # 4 populations, one copy in each at the ends of epochs 1 and 2
         fail("PBT recorded %d copies in sweep.json, not 8" % copies)
     print("mpi_sweep: PBT on 2 ranks equals 1 rank bitwise (%d copies)" % copies)
+
+    # 5. A population that fails on a rank: the others go on, its members are marked.
+    failing = os.path.join(work, "failing")
+    broken = {"LD_PRELOAD": failing_io, "ASAN_OPTIONS": "verify_asan_link_order=0",
+              "DQNTRADER_FAIL_PATH": "p-002/checkpoint-", "DQNTRADER_FAIL_OP": "open",
+              "DQNTRADER_FAIL_ERRNO": "EIO", "DQNTRADER_FAIL_AFTER": "0"}
+    done = mpi(2, sweep + ["--out", failing], broken)
+    if done.returncode != 0:
+        fail("a sweep with one failed population exited %d:\n%s" % (done.returncode, done.stderr))
+    with open(os.path.join(failing, "sweep.json")) as f:
+        recorded = json.load(f)
+    unfinished = [p["id"] for p in recorded["populations"] if not p["finished"]]
+    if unfinished != [2]:
+        fail("populations left unfinished: %s, not [2]" % unfinished)
+    with open(os.path.join(failing, "leaderboard.json")) as f:
+        board = json.load(f)
+    failed = [m for m in board["members"] if m["status"] == "failed"]
+    lost = set(recorded["populations"][2]["members"])
+    if sorted(m["member"] for m in failed) != sorted(lost):
+        fail("the leaderboard marks %s failed, not population 2's %s"
+             % ([m["member"] for m in failed], sorted(lost)))
+    reasons = [recorded["members"][m]["result"]["failure"] for m in lost]
+    if not all(r.startswith("rank ") and "p-002/checkpoint-" in r for r in reasons):
+        fail("the failed members do not say the rank and the file: %s" % reasons)
+    resumed = run_ok(2, ["--threads", "1", "sweep", "--resume", failing])
+    ran = [line for line in resumed.stderr.splitlines() if line.startswith("population ")]
+    if len(ran) != 1:
+        fail("--resume ran %d populations, not the failed one:\n%s" % (len(ran), resumed.stderr))
+    same_results(one_plain, failing, "a failed population trained again against uninterrupted")
+    print("mpi_sweep: a population failed on a rank (%s); the others finished, the leaderboard "
+          "marked its members, --resume trained it alone and equals the uninterrupted sweep"
+          % reasons[0].split(":")[0])
 
 
 if __name__ == "__main__":

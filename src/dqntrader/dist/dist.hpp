@@ -4,8 +4,10 @@
 // file rank 0 writes there, which every rank reads). Rank 0 writes sweep.json, hands out the
 // populations as ranks become free (and trains populations itself between hand-outs), records
 // each finished population's results as they arrive (a few hundred bytes each) and writes the
-// leaderboards; each rank writes its own members' run directories. A rank that fails ends the
-// job (MPI's model); --resume, with any number of ranks, runs what did not finish.
+// leaderboards; each rank writes its own members' run directories. A population that fails on
+// a rank (a device or file-system failure) fails its members, which the leaderboard marks, and
+// the others go on; --resume, with any number of ranks, runs what did not finish (those
+// populations included).
 //
 // Built with DQNTRADER_ENABLE_MPI this is dist/mpi_dist.cpp, the only code that calls MPI;
 // without it, dist/single_rank.cpp: one rank, the sweep as sweep::run_sweep runs it.
@@ -14,6 +16,10 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+
+#if defined(DQNTRADER_WITH_MPI)
+#include <mpi.h>
+#endif
 
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/sweep/sweep_plan.hpp"
@@ -25,17 +31,26 @@ struct Ranks {
   int local_rank = 0;  // among the ranks of this node
 };
 
-/// MPI's lifetime in this process: started (MPI_Init_thread, serialized) when distributed is
-/// true (the sweep command) and the build has MPI, finalized on destruction. At most one.
+/// The ranks a sweep runs across, for this process's lifetime of it. At most one at a time.
 class Session {
  public:
+  /// Starts MPI (MPI_Init_thread, asking for MPI_THREAD_MULTIPLE) when distributed is true (the
+  /// sweep command) and the build has MPI, the sweep's ranks those of MPI_COMM_WORLD; finalizes
+  /// it on destruction. Error when there are several ranks and MPI gives fewer threads.
   Session(int* argc, char*** argv, bool distributed);
+#if defined(DQNTRADER_WITH_MPI)
+  /// For a caller that runs MPI itself: the sweep's ranks are those of comm (a communicator of
+  /// its own is duplicated from it, and freed on destruction; MPI stays started). Error when MPI
+  /// has not been started, or there are several ranks and it was started without
+  /// MPI_THREAD_MULTIPLE.
+  explicit Session(MPI_Comm comm);
+#endif
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
  private:
-  bool m_started = false;
+  bool m_finalize = false;
 };
 
 /// The MPI library the build uses (its own words), or that the build has none.
@@ -61,7 +76,9 @@ sweep::SweepPlan share_plan(const sweep::SweepPlan& plan,
 /// Runs the plan's unfinished populations: on one rank as sweep::run_sweep does; on several,
 /// rank 0 hands them out one at a time as ranks ask, trains populations itself, records every
 /// result in plan and sweep.json, prints one line a population to log and writes the
-/// leaderboards; on the others plan is left as it was. A rank that fails ends the job.
+/// leaderboards; on the others plan is left as it was. A population that fails on a rank fails
+/// its members (sweep::failed_population) and stays unfinished; a rank that fails otherwise
+/// ends the job.
 /// interrupted (asked before every step) stops a sweep of one rank (sweep::run_sweep).
 void run_sweep(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& log,
                const std::function<bool()>& interrupted = {});

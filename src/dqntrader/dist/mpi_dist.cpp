@@ -1,7 +1,8 @@
-// dist/ with MPI: the only code that calls it. Rank 0's hand-out runs on a thread of its own
-// (MPI's calls never overlap between its threads: the main thread makes none while it runs),
-// polling for requests between short sleeps so that it does not take a core from the
-// training beside it.
+// dist/ with MPI: the only code that calls it, on a communicator of its own (a duplicate of
+// g_comm, or of the caller's). Rank 0's hand-out runs on a thread of its own, polling
+// for requests between short sleeps so that it does not take a core from the training beside
+// it; the main thread may call MPI at the same time (to end the job), so several ranks need
+// MPI_THREAD_MULTIPLE.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -32,8 +33,9 @@ namespace {
 namespace fs = std::filesystem;
 
 Ranks g_ranks;
-constexpr int kRequest = 1;  // a rank asks for work (with the results of its last population)
-constexpr int kAssign = 2;   // rank 0 answers: a population, or -1 when none is left
+MPI_Comm g_comm = MPI_COMM_NULL;  // the sweep's: a duplicate, so no message meets another's
+constexpr int kRequest = 1;       // a rank asks for work (with the results of its last population)
+constexpr int kAssign = 2;        // rank 0 answers: a population, or -1 when none is left
 
 using Clock = std::chrono::steady_clock;
 
@@ -44,10 +46,10 @@ double seconds_since(Clock::time_point start) {
 // text on rank 0 reaches every rank.
 std::string broadcast(std::string text) {
   unsigned long long size = text.size();
-  MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, g_comm);
   text.resize(static_cast<std::size_t>(size));
   if (size > 0)
-    MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, g_comm);
   return text;
 }
 
@@ -55,7 +57,7 @@ std::string broadcast(std::string text) {
 [[noreturn]] void abort_job(const std::exception& e) {
   std::cerr << "dqntrader sweep: rank " << g_ranks.rank << " failed: " << e.what() << "\n";
   const int code = dynamic_cast<const InputError*>(&e) != nullptr ? 2 : 1;
-  MPI_Abort(MPI_COMM_WORLD, code);
+  MPI_Abort(g_comm, code);
   std::_Exit(code);
 }
 
@@ -67,19 +69,35 @@ nlohmann::json report_json(std::size_t p, double seconds,
   return {{"population", p}, {"seconds", seconds}, {"results", members}};
 }
 
+// Population p trained on this rank: its results, and whether it finished. A device or
+// file-system failure fails its members, saying which rank and why, and leaves it unfinished
+// (a resume trains it again): the other ranks' populations go on.
+std::pair<std::vector<sweep::MemberResult>, bool> train_population(const ExecSpace& space,
+                                                                   const sweep::SweepPlan& plan,
+                                                                   std::size_t p) {
+  try {
+    return {sweep::run_planned_population(space, plan, p), true};
+  } catch (const std::exception& e) {
+    return {
+        sweep::failed_population(plan, p, "rank " + std::to_string(g_ranks.rank) + ": " + e.what()),
+        false};
+  }
+}
+
 // A rank other than 0: asks for a population, trains it, reports and asks again.
 void work(const ExecSpace& space, const sweep::SweepPlan& plan) {
   std::string report = "{}";
   for (;;) {
-    MPI_Send(report.data(), static_cast<int>(report.size()), MPI_CHAR, 0, kRequest, MPI_COMM_WORLD);
+    MPI_Send(report.data(), static_cast<int>(report.size()), MPI_CHAR, 0, kRequest, g_comm);
     int p = -1;
-    MPI_Recv(&p, 1, MPI_INT, 0, kAssign, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(&p, 1, MPI_INT, 0, kAssign, g_comm, MPI_STATUS_IGNORE);
     if (p < 0)
       return;
     const auto start = Clock::now();
-    const std::vector<sweep::MemberResult> results =
-        sweep::run_planned_population(space, plan, static_cast<std::size_t>(p));
-    report = report_json(static_cast<std::size_t>(p), seconds_since(start), results).dump();
+    const auto [results, finished] = train_population(space, plan, static_cast<std::size_t>(p));
+    nlohmann::json j = report_json(static_cast<std::size_t>(p), seconds_since(start), results);
+    j["finished"] = finished;
+    report = j.dump();
   }
 }
 
@@ -102,11 +120,11 @@ void coordinate(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& lo
     pending.pop_front();
     return p;
   };
-  auto finish = [&](std::size_t p, double seconds,
-                    const std::vector<sweep::MemberResult>& results) {
+  auto finish = [&](std::size_t p, double seconds, const std::vector<sweep::MemberResult>& results,
+                    bool finished) {
     const auto start = Clock::now();
     std::lock_guard<std::mutex> lock(mutex);
-    log << sweep::record(plan, p, results, seconds) << std::endl;
+    log << sweep::record(plan, p, results, seconds, nullptr, finished) << std::endl;
     trained += seconds;
     overhead += seconds_since(start);
   };
@@ -116,7 +134,7 @@ void coordinate(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& lo
       while (asking > 0) {
         int arrived = 0;
         MPI_Status status;
-        MPI_Iprobe(MPI_ANY_SOURCE, kRequest, MPI_COMM_WORLD, &arrived, &status);
+        MPI_Iprobe(MPI_ANY_SOURCE, kRequest, g_comm, &arrived, &status);
         if (arrived == 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
           continue;
@@ -125,7 +143,7 @@ void coordinate(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& lo
         int size = 0;
         MPI_Get_count(&status, MPI_CHAR, &size);
         std::string text(static_cast<std::size_t>(size), '\0');
-        MPI_Recv(text.data(), size, MPI_CHAR, status.MPI_SOURCE, kRequest, MPI_COMM_WORLD,
+        MPI_Recv(text.data(), size, MPI_CHAR, status.MPI_SOURCE, kRequest, g_comm,
                  MPI_STATUS_IGNORE);
         const nlohmann::json report = nlohmann::json::parse(text);
         if (report.contains("population")) {
@@ -133,11 +151,11 @@ void coordinate(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& lo
           for (const nlohmann::json& r : report.at("results"))
             results.push_back(sweep::member_result_from_json(r));
           finish(report.at("population").get<std::size_t>(), report.at("seconds").get<double>(),
-                 results);
+                 results, report.at("finished").get<bool>());
         }
         const std::optional<std::size_t> next = take();
         const int p = next ? static_cast<int>(*next) : -1;
-        MPI_Send(&p, 1, MPI_INT, status.MPI_SOURCE, kAssign, MPI_COMM_WORLD);
+        MPI_Send(&p, 1, MPI_INT, status.MPI_SOURCE, kAssign, g_comm);
         asking -= p < 0 ? 1 : 0;
         std::lock_guard<std::mutex> lock(mutex);
         handed += next ? 1 : 0;
@@ -155,9 +173,8 @@ void coordinate(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& lo
         snapshot = plan;
       }
       const auto start = Clock::now();
-      const std::vector<sweep::MemberResult> results =
-          sweep::run_planned_population(space, snapshot, *p);
-      finish(*p, seconds_since(start), results);
+      const auto [results, finished] = train_population(space, snapshot, *p);
+      finish(*p, seconds_since(start), results, finished);
     }
   } catch (const std::exception& e) {
     abort_job(e);
@@ -174,27 +191,68 @@ void coordinate(const ExecSpace& space, sweep::SweepPlan& plan, std::ostream& lo
 
 }  // namespace
 
+namespace {
+
+// The sweep's communicator: a duplicate of comm, and the ranks in it. Several ranks need
+// MPI_THREAD_MULTIPLE (rank 0's hand-out thread beside its main thread): Error otherwise.
+void join(MPI_Comm comm) {
+  MPI_Comm_dup(comm, &g_comm);
+  MPI_Comm_rank(g_comm, &g_ranks.rank);
+  MPI_Comm_size(g_comm, &g_ranks.size);
+  MPI_Comm node;
+  MPI_Comm_split_type(g_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &g_ranks.local_rank);
+  MPI_Comm_free(&node);
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE && g_ranks.size > 1) {
+    throw Error(
+        "this MPI library was started without MPI_THREAD_MULTIPLE, which a sweep over several "
+        "ranks needs (rank 0 hands out populations on a thread of its own while it trains); "
+        "start MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE), or use an MPI built with "
+        "threads");
+  }
+}
+
+}  // namespace
+
 Session::Session(int* argc, char*** argv, bool distributed) {
   if (!distributed)
     return;
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-  m_started = true;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_ranks.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_ranks.size);
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  MPI_Comm_rank(node, &g_ranks.local_rank);
-  MPI_Comm_free(&node);
-  if (provided < MPI_THREAD_SERIALIZED && g_ranks.size > 1) {
-    std::cerr << "dqntrader sweep: this MPI library does not let two threads call it in turn "
-                 "(MPI_THREAD_SERIALIZED), which rank 0's hand-out needs\n";
-    MPI_Abort(MPI_COMM_WORLD, 1);
+  try {
+    join(MPI_COMM_WORLD);
+  } catch (...) {
+    if (g_comm != MPI_COMM_NULL)
+      MPI_Comm_free(&g_comm);
+    g_ranks = Ranks{};
+    MPI_Finalize();
+    throw;
+  }
+  m_finalize = true;
+}
+
+Session::Session(MPI_Comm comm) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized == 0)
+    throw Error("dist::Session(comm): MPI has not been started");
+  try {
+    join(comm);
+  } catch (...) {
+    if (g_comm != MPI_COMM_NULL)
+      MPI_Comm_free(&g_comm);
+    g_ranks = Ranks{};
+    throw;
   }
 }
 
 Session::~Session() {
-  if (m_started)
+  if (g_comm != MPI_COMM_NULL)
+    MPI_Comm_free(&g_comm);
+  g_ranks = Ranks{};
+  if (m_finalize)
     MPI_Finalize();
 }
 
@@ -240,7 +298,7 @@ sweep::SweepPlan share_plan(const sweep::SweepPlan& plan,
   std::ifstream in(token, std::ios::binary);
   const std::string seen((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   int mine = seen == nonce ? g_ranks.size : g_ranks.rank, first = 0;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, g_comm);
   if (g_ranks.rank == 0) {
     std::error_code ignored;
     fs::remove(token, ignored);
@@ -252,7 +310,8 @@ sweep::SweepPlan share_plan(const sweep::SweepPlan& plan,
                 std::to_string(first) + " does not see in " +
                 (g_ranks.rank == first ? plan.directory : std::string("its directory")) +
                 " the file rank 0 wrote there; run every rank on a file system they share, "
-                "with the same --out (or --resume)");
+                "with the same " +
+                field("out") + " (or " + field("resume") + ")");
   }
   // Rank 0 writes the plan; its failure reaches every rank.
   std::exception_ptr failed;

@@ -4,7 +4,7 @@
 
 namespace dqntrader::dist {
 
-Session::Session(int*, char***, bool) : m_started(false) {}
+Session::Session(int*, char***, bool) {}
 
 Session::~Session() = default;
 

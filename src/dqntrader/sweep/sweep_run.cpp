@@ -107,13 +107,18 @@ std::vector<MemberResult> run_planned_population(
     }
   } catch (const InputError& e) {
     // The population cannot train (its data or settings): its members fail, the sweep goes on.
-    MemberResult failed;
-    failed.status = "failed";
-    failed.validation_sharpe = failed.last_sharpe = std::nan("");
-    failed.failure = e.what();
-    out.assign(population.members.size(), failed);
+    out = failed_population(plan, p, e.what());
   }
   return out;
+}
+
+std::vector<MemberResult> failed_population(const SweepPlan& plan, std::size_t p,
+                                            const std::string& why) {
+  MemberResult failed;
+  failed.status = "failed";
+  failed.validation_sharpe = failed.last_sharpe = std::nan("");
+  failed.failure = why;
+  return std::vector<MemberResult>(plan.populations.at(p).members.size(), failed);
 }
 
 namespace {
@@ -169,11 +174,11 @@ std::string population_line(const SweepPlan& plan, std::size_t p, double seconds
 }  // namespace
 
 std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results,
-                   double seconds, io::BackgroundWriter* writer) {
+                   double seconds, io::BackgroundWriter* writer, bool finished) {
   PopulationPlan& population = plan.populations.at(p);
   for (std::size_t i = 0; i < population.members.size(); ++i)
     plan.members.at(population.members[i]).result = results.at(i);
-  population.finished = true;
+  population.finished = finished;
   if (writer != nullptr)
     writer->submit([written = plan] { write_plan(written); });
   else

@@ -40,12 +40,17 @@ std::vector<MemberResult> run_planned_population(
     const std::function<void(std::size_t epoch, std::size_t epochs)>& on_epoch = {},
     const std::function<bool()>& interrupted = {}, io::BackgroundWriter* writer = nullptr);
 
-/// Records population p's results in plan (its members' entries; the population finished),
-/// writes sweep.json (through writer when given: after what was handed to it before) and
-/// returns the line about it: its members, how they ended, its best member and the seconds it
-/// took.
+/// The results of population p when it failed as a whole (why): each member failed, saying why.
+std::vector<MemberResult> failed_population(const SweepPlan& plan, std::size_t p,
+                                            const std::string& why);
+
+/// Records population p's results in plan (its members' entries; the population finished
+/// unless finished is false: a population a device or file-system failure stopped, which a
+/// resume trains again), writes sweep.json (through writer when given: after what was handed
+/// to it before) and returns the line about it: its members, how they ended, its best member
+/// and the seconds it took.
 std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResult>& results,
-                   double seconds, io::BackgroundWriter* writer = nullptr);
+                   double seconds, io::BackgroundWriter* writer = nullptr, bool finished = true);
 
 /// Runs every population of plan that has not finished, in order, on space: sweep.json after
 /// each, the leaderboards at the end; a progress bar on a terminal (log being std::cerr) and
