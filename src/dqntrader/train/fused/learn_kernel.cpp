@@ -36,15 +36,126 @@ __device__ __forceinline__ void load_state(const Update& u, int m, int first, in
   }
 }
 
+// Where a unit (member m's block j) stands: its member, its values' first parameter for this
+// thread (first = j kLearnThreads + t) and the step between its values (blocks kLearnThreads).
+struct Unit {
+  int m, j, first;
+};
+
+__device__ __forceinline__ Unit unit_at(const LearnParams& p, int unit, int t) {
+  const int m = unit / p.blocks, j = unit % p.blocks;
+  return Unit{m, j, j * kLearnThreads + t};
+}
+
+// The unit's gradient values: its member's chunks' parts added in chunk order.
+__device__ __forceinline__ void gather_gradient(const LearnParams& p, const Unit& u, int step,
+                                                int n, float (&g)[kLearnValues]) {
+  const float* const parts = p.partials + static_cast<std::size_t>(u.m) * p.chunks * p.part_stride;
+#pragma unroll 4
+  for (int c = 0; c < p.chunks; ++c) {
+    const float* const part = parts + static_cast<std::size_t>(c) * p.part_stride;
+#pragma unroll
+    for (int v = 0; v < kLearnValues; ++v) {
+      const int at = u.first + v * step;
+      if (at < n)
+        g[v] += part[at];
+    }
+  }
+}
+
+// Stores the gradient values and returns the warp's sum of their squares (in a fixed order).
+__device__ __forceinline__ double store_gradient(const LearnParams& p, const Unit& u, int step,
+                                                 int n, const float (&g)[kLearnValues]) {
+  float* const grads = p.grads + static_cast<std::size_t>(u.m) * p.grad_stride;
+  double x = 0.0;
+#pragma unroll
+  for (int v = 0; v < kLearnValues; ++v) {
+    const int at = u.first + v * step;
+    if (at < n) {
+      grads[at] = g[v];
+      x += static_cast<double>(g[v]) * g[v];
+    }
+  }
+  return warp_sum(x);
+}
+
+// Asks L2 for a unit's Adam state: lane 4 a + v for line v of array a (the warp's 32 values of
+// each are a line).
+__device__ __forceinline__ void prefetch_state(const Update& u, const Unit& unit, int lane,
+                                               int step, int n) {
+  if (lane >= 3 * kLearnValues)
+    return;
+  const int v = lane % kLearnValues, at = unit.first - lane + v * step;
+  const float* const array = lane < kLearnValues       ? u.m
+                             : lane < 2 * kLearnValues ? u.v
+                                                       : u.parameters;
+  if (at < n)
+    prefetch_line(array + static_cast<std::size_t>(unit.m) * u.stride + at);
+}
+
+// A member's first unit, by lanes 0 .. 3 of its last warp: its loss, Q and non-finite count
+// (its chunks' in order), and its counters as they were before the step.
+__device__ __forceinline__ void keep_member_sums(const LearnParams& p, int m, int lane) {
+  if (lane == 3) {
+    p.before[m] = p.update.counters[m];
+    return;
+  }
+  const double* const sums = p.partial_sums + static_cast<std::size_t>(m) * p.chunks * kSums + lane;
+  double total = 0.0;
+#pragma unroll 8
+  for (int c = 0; c < p.chunks; ++c)
+    total += sums[c * kSums];
+  p.sums[3 * m + lane] = lane == 2 ? (total == 0.0 ? 1.0 : 0.0) : total;
+  p.totals[3 * m + lane] += lane == 2 ? 1.0 : total;
+}
+
+// A warp's factors of member m's step from its blocks' sums of squares (each lane's in order,
+// then the lanes' by halves: every unit of a member adds them alike); the member's first unit
+// writes its counters. Lane 0's result counts.
+__device__ __forceinline__ nn::AdamStepFactors member_factors(const LearnParams& p, int unit,
+                                                              int lane) {
+  const Update& u = p.update;
+  const int m = unit / p.blocks;
+  double x = 0.0;
+  for (int b = lane; b < p.blocks; b += 32)
+    x += p.norms[static_cast<std::size_t>(m) * p.blocks + b];
+  x = warp_sum(x);
+  nn::AdamStepFactors f{};  // apply 0: a stopped member stays as it is
+  if (lane == 0 && (u.active == nullptr || u.active[m] != 0)) {
+    nn::AdamCounters counters = p.before[m];
+    f = nn::step_factors(u.settings[m], counters, x);
+    if (unit % p.blocks == 0)
+      u.counters[m] = counters;
+  }
+  return f;
+}
+
+// A unit's Adam step of its values, x its gradient and state.
+__device__ __forceinline__ void adam_step(const Update& u, const Unit& unit,
+                                          const nn::AdamStepFactors& f, int step, int n,
+                                          UnitValues& x) {
+  const nn::AdamSettings settings = u.settings[unit.m];
+  const std::size_t at0 = static_cast<std::size_t>(unit.m) * u.stride;
+#pragma unroll
+  for (int v = 0; v < kLearnValues; ++v) {
+    const int at = unit.first + v * step;
+    if (at < n) {
+      const float value = nn::updated(settings, f, x.g[v], x.m[v], x.v[v], x.w[v]);
+      u.m[at0 + at] = x.m[v];
+      u.v[at0 + at] = x.v[v];
+      u.parameters[at0 + at] = value;
+      store(u.working[at0 + at], value);
+    }
+  }
+}
+
 // Units (member, block) gridDim.x apart, a block's taken kLearnGroup at a time. First every
-// unit's gradient values (the chunks' parts added in order), each warp's sum of their squares
-// in a fixed order and, once the group's units are done, each unit's sum of its warps' in
-// order; a member's first unit also adds its loss sums and keeps its counters before the step.
-// The block's first unit keeps its gradient and loads its Adam state before the grid-wide
-// barrier; the others' state is asked into L2. After the barrier, a warp for each unit of a
-// group works out its member's factors from the member's blocks' sums (each lane's in order,
-// then the lanes' by halves: every unit of a member adds the same sums alike, and its first
-// writes the counters); then each unit's Adam step of its values.
+// unit's gradient values (gather_gradient), each warp's sum of their squares and, once the
+// group's units are done, each unit's sum of its warps' in order; a member's first unit also
+// keeps its loss sums and counters. The block's first unit keeps its gradient and loads its
+// Adam state before the grid-wide barrier; the others' state is asked into L2. After the
+// barrier, a warp for each unit of a group works out its member's factors (member_factors);
+// then each unit's Adam step of its values (adam_step).
 __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
     learn_kernel(const LearnParams p) {
   constexpr int warps = kLearnThreads / 32;
@@ -62,62 +173,22 @@ __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
       const int unit = group + i * grid;
       if (unit >= units)
         break;
-      const int m = unit / p.blocks, j = unit % p.blocks, first = j * kLearnThreads + t;
-      const float* const parts =
-          p.partials + static_cast<std::size_t>(m) * p.chunks * p.part_stride;
+      const Unit at = unit_at(p, unit, t);
       float g[kLearnValues] = {};
-#pragma unroll 4
-      for (int c = 0; c < p.chunks; ++c) {
-        const float* const part = parts + static_cast<std::size_t>(c) * p.part_stride;
-#pragma unroll
-        for (int v = 0; v < kLearnValues; ++v) {
-          const int at = first + v * step;
-          if (at < n)
-            g[v] += part[at];
-        }
-      }
-      float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
-      double x = 0.0;
-#pragma unroll
-      for (int v = 0; v < kLearnValues; ++v) {
-        const int at = first + v * step;
-        if (at < n) {
-          grads[at] = g[v];
-          x += static_cast<double>(g[v]) * g[v];
-        }
-      }
-      x = warp_sum(x);
+      gather_gradient(p, at, step, n, g);
+      const double x = store_gradient(p, at, step, n, g);
       if (lane == 0)
         squares[i][warp] = x;
       if (unit == static_cast<int>(blockIdx.x)) {
 #pragma unroll
         for (int v = 0; v < kLearnValues; ++v)
           kept.g[v] = g[v];
-        load_state(u, m, first, step, n, kept);
-      } else if (lane < 3 * kLearnValues) {
-        // Lane 4 a + v asks for line v of array a (the warp's 32 values of each are a line).
-        const int v = lane % kLearnValues, at = first - lane + v * step;
-        const float* const array = lane < kLearnValues       ? u.m
-                                   : lane < 2 * kLearnValues ? u.v
-                                                             : u.parameters;
-        if (at < n)
-          prefetch_line(array + static_cast<std::size_t>(m) * u.stride + at);
+        load_state(u, at.m, at.first, step, n, kept);
+      } else {
+        prefetch_state(u, at, lane, step, n);
       }
-      if (j == 0 && warp == warps - 1 && lane <= 3) {
-        if (lane == 3) {
-          p.before[m] = u.counters[m];
-        } else {
-          // The member's loss, Q and non-finite count, its chunks' in order.
-          const double* const sums =
-              p.partial_sums + static_cast<std::size_t>(m) * p.chunks * kSums + lane;
-          double total = 0.0;
-#pragma unroll 8
-          for (int c = 0; c < p.chunks; ++c)
-            total += sums[c * kSums];
-          p.sums[3 * m + lane] = lane == 2 ? (total == 0.0 ? 1.0 : 0.0) : total;
-          p.totals[3 * m + lane] += lane == 2 ? 1.0 : total;
-        }
-      }
+      if (at.j == 0 && warp == warps - 1 && lane <= 3)
+        keep_member_sums(p, at.m, lane);
     }
     __syncthreads();
     if (t < kLearnGroup && group + t * grid < units) {
@@ -131,21 +202,9 @@ __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
   cooperative_groups::this_grid().sync();
   for (int group = blockIdx.x; group < units; group += kLearnGroup * grid) {
     if (const int unit = group + warp * grid; warp < kLearnGroup && unit < units) {
-      const int m = unit / p.blocks;
-      double x = 0.0;
-      for (int b = lane; b < p.blocks; b += 32)
-        x += p.norms[static_cast<std::size_t>(m) * p.blocks + b];
-      x = warp_sum(x);
-      if (lane == 0) {
-        nn::AdamStepFactors f{};  // apply 0: a stopped member stays as it is
-        if (u.active == nullptr || u.active[m] != 0) {
-          nn::AdamCounters counters = p.before[m];
-          f = nn::step_factors(u.settings[m], counters, x);
-          if (unit % p.blocks == 0)
-            u.counters[m] = counters;
-        }
+      const nn::AdamStepFactors f = member_factors(p, unit, lane);
+      if (lane == 0)
         factors[warp] = f;
-      }
     }
     __syncthreads();
 #pragma unroll 1
@@ -156,33 +215,21 @@ __global__ void __launch_bounds__(kLearnThreads, 2 * kLearnBlocks)
       const nn::AdamStepFactors f = factors[i];
       if (f.apply == 0)
         continue;  // a stopped member, or a gradient not finite: the step is skipped
-      const int m = unit / p.blocks, first = (unit % p.blocks) * kLearnThreads + t;
-      const nn::AdamSettings settings = u.settings[m];
+      const Unit at = unit_at(p, unit, t);
       UnitValues x;
       if (unit == static_cast<int>(blockIdx.x)) {
         x = kept;
       } else {
-        const float* const grads = p.grads + static_cast<std::size_t>(m) * p.grad_stride;
+        const float* const grads = p.grads + static_cast<std::size_t>(at.m) * p.grad_stride;
 #pragma unroll
         for (int v = 0; v < kLearnValues; ++v) {
-          const int at = first + v * step;
-          if (at < n)
-            x.g[v] = grads[at];
+          const int a = at.first + v * step;
+          if (a < n)
+            x.g[v] = grads[a];
         }
-        load_state(u, m, first, step, n, x);
+        load_state(u, at.m, at.first, step, n, x);
       }
-      const std::size_t at0 = static_cast<std::size_t>(m) * u.stride;
-#pragma unroll
-      for (int v = 0; v < kLearnValues; ++v) {
-        const int at = first + v * step;
-        if (at < n) {
-          const float value = nn::updated(settings, f, x.g[v], x.m[v], x.v[v], x.w[v]);
-          u.m[at0 + at] = x.m[v];
-          u.v[at0 + at] = x.v[v];
-          u.parameters[at0 + at] = value;
-          store(u.working[at0 + at], value);
-        }
-      }
+      adam_step(u, at, f, step, n, x);
     }
     __syncthreads();  // the group's factors are read before the next group's
   }
