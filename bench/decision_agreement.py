@@ -96,7 +96,7 @@ def main():
 
     reference = [json.loads(l) for l in run(
         sys.executable, os.path.join(ROOT, "tests", "oracles", "policy_reference.py"), policy,
-        bars, "--start", first, "--end", last - 1, "--position", 0).splitlines()]
+        bars, "--from", first, "--to", last - 1, "--position", 0).splitlines()]
     differs["reference reader"] = int(sum(d["position"] != p for d, p in zip(reference, ours)))
 
     for form in ("float64", "float32"):

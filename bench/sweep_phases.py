@@ -74,9 +74,9 @@ def main():
         run = [l["run"] for l in lines if "run" in l]
         if run:
             p = run[-1]
-            inside = p["learning_seconds"] + p["validation_seconds"]
+            own = p["learning_seconds"] + p["validation_seconds"]
             p["members"] = len(population["members"])
-            p["inside_share"] = round(inside / p["wall_seconds"], 4) if p["wall_seconds"] else None
+            p["inside_share"] = round(own / p["wall_seconds"], 4) if p["wall_seconds"] else None
             phases.append(p)
     summary["learning_and_validation_seconds"] = round(inside, 3)
     summary["outside_share_of_wall"] = round(1.0 - inside / wall, 4)

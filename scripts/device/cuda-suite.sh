@@ -102,7 +102,7 @@ if want decisions; then
 fi
 if want module; then
   # The Python module built against the CUDA Kokkos, its pytest suite run here.
-  PYTHONPATH="$build/python" DQNTRADER_CLI="$build/dqntrader" timeout 300 python3 -m pytest -q \
+  PYTHONPATH="$root/$build/python" DQNTRADER_CLI="$root/$build/dqntrader" timeout 300 python3 -m pytest -q \
     -p no:cacheprovider tests/python >"$out/module.log" 2>&1
   echo "module pytest exit $?"; tail -n 3 "$out/module.log"
 fi

@@ -22,7 +22,7 @@ import pytest
 
 import dqntrader
 
-CLI = os.environ["DQNTRADER_CLI"]
+CLI = os.path.abspath(os.environ["DQNTRADER_CLI"])
 
 # A small run: seconds on two cores, every part of the loop taken (learning, the target
 # update, validation, the test window).

@@ -16,7 +16,7 @@ import pytest
 
 import dqntrader
 
-CLI = os.environ["DQNTRADER_CLI"]
+CLI = os.path.abspath(os.environ["DQNTRADER_CLI"])
 TABLES = {t["command"]: t for t in dqntrader._core.tables()}
 
 # Settings that keep a run small should a refusal not come (the test would then fail, fast).
