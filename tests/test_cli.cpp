@@ -621,6 +621,43 @@ TEST_F(Cli, AnOutputDirectoryHoldsOneRun) {
   EXPECT_NE(into_sweep.err.find("holds a sweep"), std::string::npos) << into_sweep.err;
 }
 
+// A run's last timings line says where its wall time went: each phase once, none negative,
+// their sum within the wall (they are consecutive stretches of it), the wait for the writer a
+// part of the checkpoints'; the log's last line says the same.
+TEST_F(Cli, ARunSaysWhereItsWallTimeWent) {
+  const Result trained = run(
+      "train --synth-bars 2500 --steps-per-epoch 20 --learning-starts 256 --hidden 8 --epochs 3 "
+      "--out " +
+      path("run"));
+  ASSERT_EQ(trained.code, 0) << trained.err;
+  const std::vector<nlohmann::json> lines = testing::jsonl_records(path("run/timings.jsonl"));
+  ASSERT_EQ(lines.size(), 4u);
+  for (std::size_t e = 0; e < 3; ++e)
+    EXPECT_EQ(lines[e]["epoch"], e + 1) << lines[e];
+  const nlohmann::json& phases = lines.back().at("run");
+  const std::vector<std::string> parts = {
+      "data_seconds",       "setup_seconds",   "baselines_seconds",  "learning_seconds",
+      "validation_seconds", "records_seconds", "checkpoint_seconds", "schedule_seconds",
+      "test_seconds",       "files_seconds"};
+  EXPECT_EQ(phases.size(), parts.size() + 2) << phases;  // and checkpoint_wait, wall
+  double sum = 0.0;
+  for (const std::string& part : parts) {
+    ASSERT_TRUE(phases.contains(part)) << part;
+    EXPECT_GE(phases[part].get<double>(), 0.0) << part;
+    sum += phases[part].get<double>();
+  }
+  double learning = 0.0;
+  for (std::size_t e = 0; e < 3; ++e)
+    learning += lines[e]["train_seconds"].get<double>();
+  EXPECT_DOUBLE_EQ(phases["learning_seconds"].get<double>(), learning);
+  EXPECT_GE(phases["checkpoint_wait_seconds"].get<double>(), 0.0);
+  EXPECT_LE(phases["checkpoint_wait_seconds"].get<double>(),
+            phases["checkpoint_seconds"].get<double>());
+  EXPECT_LE(sum, phases["wall_seconds"].get<double>() * (1 + 1e-12)) << phases;
+  EXPECT_NE(trained.err.find("learning and validation "), std::string::npos) << trained.err;
+  EXPECT_NE(trained.err.find("(waiting for the writer "), std::string::npos) << trained.err;
+}
+
 TEST_F(Cli, SynthWritesTheBinaryCacheToo) {
   ASSERT_EQ(run("synth --bars 300 --seed 9 --out " + path("b.dqnbars")).code, 0);
   ASSERT_EQ(run("synth --bars 300 --seed 9 --out " + path("b.csv")).code, 0);

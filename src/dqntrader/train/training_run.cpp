@@ -241,6 +241,7 @@ nlohmann::json to_json(const RunPhases& p) {
           {"validation_seconds", p.validation},
           {"records_seconds", p.records},
           {"checkpoint_seconds", p.checkpoint},
+          {"checkpoint_wait_seconds", p.checkpoint_wait},
           {"schedule_seconds", p.schedule},
           {"test_seconds", p.test},
           {"files_seconds", p.files},
@@ -255,7 +256,8 @@ std::string phases_line(const RunPhases& p) {
        << static_cast<int>(std::lround(p.wall > 0 ? 100.0 * inside / p.wall : 0.0)) << "%); data "
        << io::format_fixed(p.data, 2) << ", set-up " << io::format_fixed(p.setup, 2)
        << ", baselines " << io::format_fixed(p.baselines, 2) << ", records "
-       << io::format_fixed(p.records, 2) << ", checkpoints " << io::format_fixed(p.checkpoint, 2);
+       << io::format_fixed(p.records, 2) << ", checkpoints " << io::format_fixed(p.checkpoint, 2)
+       << " (waiting for the writer " << io::format_fixed(p.checkpoint_wait, 2) << ")";
   if (p.schedule > 0)
     line << ", schedule " << io::format_fixed(p.schedule, 2);
   line << ", test window " << io::format_fixed(p.test, 2) << ", files "
@@ -633,25 +635,26 @@ class PopulationRun {
     record.append_to(sections);
     const std::string directory = m_options.checkpoints;
     const std::size_t keep = m_population.checkpoints;
-    submit_files([directory, epoch, keep, sections = std::move(sections)] {
-      io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt",
-                         kCheckpointFormat, sections);
-      const std::vector<std::string> kept = checkpoint_paths(directory);
-      std::error_code error;
-      for (std::size_t i = keep; i < kept.size(); ++i)
-        std::filesystem::remove(kept[i], error);
-    });
+    m_phases.checkpoint_wait +=
+        submit_files([directory, epoch, keep, sections = std::move(sections)] {
+          io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt",
+                             kCheckpointFormat, sections);
+          const std::vector<std::string> kept = checkpoint_paths(directory);
+          std::error_code error;
+          for (std::size_t i = keep; i < kept.size(); ++i)
+            std::filesystem::remove(kept[i], error);
+        });
   }
 
   // The members' files written since the last batch, then then, handed to the writer as one
-  // batch.
-  void submit_files(std::function<void()> then) {
+  // batch; the seconds it waited for the writer to take it.
+  double submit_files(std::function<void()> then) {
     std::vector<io::FileWrite> files;
     for (MemberRun& run : m_runs) {
       for (io::FileWrite& f : run.take_writes())
         files.push_back(std::move(f));
     }
-    m_writer->submit([files = std::move(files), then = std::move(then)] {
+    return m_writer->submit([files = std::move(files), then = std::move(then)] {
       io::write_files(files);
       if (then)
         then();

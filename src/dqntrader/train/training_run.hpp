@@ -64,12 +64,13 @@ nlohmann::json to_json(const TestResult& test);
 
 /// Where a population's wall time went, in seconds: its data read; its set-up (the trainer,
 /// its directories, a resume); the baselines; learning and validation (the epochs' own);
-/// each epoch's records and checkpoint (its snapshot, and any wait for the files before it);
+/// each epoch's records and checkpoint (its snapshot, and any wait for the files before it:
+/// checkpoint_wait, the part of checkpoint spent waiting for the writer to take it);
 /// the schedule's decisions; the test window (and the members that never learned); its files
 /// at the end (and, where the run writes alone, the wait for them).
 struct RunPhases {
   double data = 0, setup = 0, baselines = 0, learning = 0, validation = 0, records = 0,
-         checkpoint = 0, schedule = 0, test = 0, files = 0, wall = 0;
+         checkpoint = 0, checkpoint_wait = 0, schedule = 0, test = 0, files = 0, wall = 0;
 };
 /// {"data_seconds", ..., "wall_seconds"}, as timings.jsonl's last line holds it under "run".
 nlohmann::json to_json(const RunPhases& phases);
