@@ -21,10 +21,12 @@ std::vector<std::size_t> MemberBuffers::prefix_bytes(const Buffer& b) const {
 }
 
 std::string MemberBuffers::section_bytes(const Buffer& b) const {
+  using HostBytes = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   if (b.value_bytes == 0) {
-    std::vector<Section> one;
-    io::save(one, b.name, b.bytes);
-    return std::move(one.front().bytes);
+    // The whole buffer, copied from the device into the section's bytes themselves.
+    std::string out(b.bytes.span(), '\0');
+    Kokkos::deep_copy(HostBytes(out.data(), out.size()), b.bytes);
+    return out;
   }
   // The prefixes alone, each copied from the device as it lies there.
   const std::vector<std::size_t> bytes = prefix_bytes(b);
@@ -37,9 +39,7 @@ std::string MemberBuffers::section_bytes(const Buffer& b) const {
   for (std::size_t m = 0; m < m_members; ++m) {
     if (bytes[m] == 0)
       continue;
-    const Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
-        out.data() + at, bytes[m]);
-    Kokkos::deep_copy(host,
+    Kokkos::deep_copy(HostBytes(out.data() + at, bytes[m]),
                       Kokkos::subview(b.bytes, std::make_pair(m * block, m * block + bytes[m])));
     at += bytes[m];
   }

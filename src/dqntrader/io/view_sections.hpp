@@ -1,4 +1,4 @@
-// Device views as checkpoint sections: their bytes, copied through the host, and back.
+// Checkpoint sections back into device views: their bytes, copied through the host.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -11,13 +11,6 @@
 #include "dqntrader/io/checkpoint_file.hpp"
 
 namespace dqntrader::io {
-
-template <class V>
-void save(std::vector<Section>& out, const std::string& name, const V& view) {
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
-  out.push_back({name, std::string(reinterpret_cast<const char*>(host.data()),
-                                   host.span() * sizeof(typename V::value_type))});
-}
 
 /// Fills view from the section called name; InputError (naming source) when the section is
 /// missing or of another size.
