@@ -71,7 +71,8 @@ Setting blank(const std::string& name, const std::string& help, bool is_list, bo
   s.is_list = is_list;
   s.is_flag = is_flag;
   s.is_number = is_number;
-  s.refused = is_flag ? "maybe" : is_number ? "x" : "";
+  // Move-assigned from a whole string: GCC 12's -Wrestrict misreads a literal's assignment here.
+  s.refused = std::string(is_flag ? "maybe" : is_number ? "x" : "");
   return s;
 }
 
