@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -24,10 +26,12 @@
 #include "backends/execution.hpp"
 #include "bad_inputs.hpp"
 #include "dqntrader/core/error.hpp"
+#include "dqntrader/core/hash.hpp"
 #include "dqntrader/eval/metrics_json.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/io/record.hpp"
+#include "dqntrader/io/snapshot.hpp"
 #include "dqntrader/train/run_checkpoint.hpp"
 #include "dqntrader/train/training_run.hpp"
 #include "test_support.hpp"
@@ -223,6 +227,78 @@ TEST_F(Reliability, TheRunsCheckpointRecordRoundTripsEveryField) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("run/2"), std::string::npos) << e.what();
   }
+}
+
+// A checkpoint's file read back byte by byte as io/checkpoint_file.hpp's layout says (magic,
+// format, count; per section its name's length, name, size, XXH64, bytes; the XXH64 of all before),
+// for sections of every size around the one from which write_sections writes a section from
+// where it lies rather than gathered with the headers.
+TEST_F(Reliability, ACheckpointFileHoldsItsSectionsInTheDocumentedLayout) {
+  std::mt19937_64 rng(testing::test_seed());
+  std::vector<io::Section> sections;
+  for (const std::size_t size :
+       {std::size_t{0}, std::size_t{1}, std::size_t{65535}, std::size_t{65536}, std::size_t{65537},
+        std::size_t{7}, std::size_t{300000}, std::size_t{300000}, std::size_t{3}}) {
+    io::Section s{"section/" + std::to_string(sections.size()), std::string(size, '\0')};
+    for (char& c : s.bytes)
+      c = static_cast<char>(rng());
+    sections.push_back(std::move(s));
+  }
+  const std::string path = (m_dir / "layout.dqnckpt").string();
+  io::write_sections(path, 77, sections);
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t at = 0;
+  auto take = [&](std::size_t n) {
+    EXPECT_LE(at + n, file.size());
+    const std::string piece = file.substr(at, n);
+    at += n;
+    return piece;
+  };
+  auto number = [&](std::size_t n) {
+    std::uint64_t v = 0;
+    const std::string bytes = take(n);
+    for (std::size_t i = 0; i < n; ++i)
+      v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    return v;
+  };
+  EXPECT_EQ(take(8), std::string("DQNCKPT\0", 8));
+  EXPECT_EQ(number(4), 77u);
+  ASSERT_EQ(number(4), sections.size());
+  for (const io::Section& s : sections) {
+    EXPECT_EQ(take(number(2)), s.name);
+    ASSERT_EQ(number(8), s.bytes.size()) << s.name;
+    EXPECT_EQ(number(8), hash64(s.bytes.data(), s.bytes.size())) << s.name;
+    EXPECT_TRUE(take(s.bytes.size()) == s.bytes) << s.name;
+  }
+  const std::size_t body = at;
+  EXPECT_EQ(number(8), hash64(file.data(), body));
+  EXPECT_EQ(at, file.size());
+  EXPECT_EQ(io::read_sections(path).size(), sections.size());
+}
+
+// Checkpoints' snapshots reuse the pool's pinned buffers: a third snapshot taken while two hold
+// the pool's two buffers waits until one goes back, and then gets that one's memory.
+TEST_F(Reliability, SnapshotsReuseThePoolsBuffersAndWaitForOneToComeBack) {
+  io::SnapshotPool pool(2);
+  auto first = std::make_unique<io::Snapshot>(pool);
+  io::Snapshot second(pool);
+  char* const first_bytes = first->reserve(1000);
+  second.reserve(1000);
+  std::atomic<bool> given_back{false};
+  std::atomic<bool> taken_after_given_back{false};
+  char* third_bytes = nullptr;
+  std::thread third([&] {
+    io::Snapshot snapshot(pool);
+    third_bytes = snapshot.reserve(800);
+    taken_after_given_back = given_back.load();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  given_back = true;
+  first.reset();
+  third.join();
+  EXPECT_TRUE(taken_after_given_back) << "the third snapshot did not wait for a buffer";
+  EXPECT_EQ(third_bytes, first_bytes) << "the buffer that came back was not reused";
 }
 
 // --- determinism and exact resume -------------------------------------------------------

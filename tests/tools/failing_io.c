@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define MAX_FD 4096
@@ -113,6 +114,20 @@ ssize_t write(int fd, const void* data, size_t bytes) {
     return -1;
   }
   return real(fd, data, bytes);
+}
+
+/* A gathered write is one write. */
+ssize_t writev(int fd, const struct iovec* pieces, int count) {
+  static ssize_t (*real)(int, const struct iovec*, int) = NULL;
+  if (!real)
+    real = (ssize_t(*)(int, const struct iovec*, int))dlsym(RTLD_NEXT, "writev");
+  if (fd >= 0 && fd < MAX_FD && stop_watched[fd])
+    maybe_stop("write");
+  if (fd >= 0 && fd < MAX_FD && watched[fd] && should_fail("write")) {
+    errno = failure_errno();
+    return -1;
+  }
+  return real(fd, pieces, count);
 }
 
 int fsync(int fd) {

@@ -9,6 +9,13 @@ namespace dqntrader {
 /// in the CUDA build, Kokkos::OpenMP in the host build.
 using ExecSpace = Kokkos::DefaultExecutionSpace;
 using DeviceMemory = ExecSpace::memory_space;
+/// Host memory the device copies into without staging (page-locked on CUDA): what device state
+/// read back in bulk goes into.
+#ifdef KOKKOS_ENABLE_CUDA
+using PinnedHostMemory = Kokkos::CudaHostPinnedSpace;
+#else
+using PinnedHostMemory = Kokkos::HostSpace;
+#endif
 
 /// A row-major matrix in device memory: rows are contiguous.
 template <class T>

@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -135,6 +137,33 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
     }
     p += written;
     bytes -= static_cast<std::size_t>(written);
+  }
+}
+
+void AtomicFile::write(const std::vector<std::string_view>& pieces) {
+  std::vector<iovec> left;
+  for (const std::string_view piece : pieces) {
+    if (!piece.empty())
+      left.push_back({const_cast<char*>(piece.data()), piece.size()});
+  }
+  std::size_t first = 0;  // the first piece not written whole
+  while (first < left.size()) {
+    const int count = static_cast<int>(std::min<std::size_t>(left.size() - first, IOV_MAX));
+    const ssize_t written = ::writev(m_fd, left.data() + first, count);
+    if (written < 0) {
+      if (errno == EINTR)
+        continue;
+      fail("cannot write", m_written, errno);
+    }
+    for (auto done = static_cast<std::size_t>(written); done > 0;) {
+      iovec& piece = left[first];
+      const std::size_t taken = std::min(done, piece.iov_len);
+      piece.iov_base = static_cast<char*>(piece.iov_base) + taken;
+      piece.iov_len -= taken;
+      done -= taken;
+      if (piece.iov_len == 0)
+        ++first;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dqntrader::io {
@@ -46,6 +47,9 @@ class AtomicFile {
   ~AtomicFile();
 
   void write(const void* data, std::size_t bytes);
+  /// The pieces one after another, gathered into as few system calls as the system allows
+  /// (one, for a file of fewer than IOV_MAX pieces and 2 GB).
+  void write(const std::vector<std::string_view>& pieces);
   void commit();
 
   const std::string& path() const { return m_path; }

@@ -21,19 +21,59 @@ constexpr char magic[8] = {'D', 'Q', 'N', 'C', 'K', 'P', 'T', '\0'};
 }  // namespace
 
 void write_sections(const std::string& path, std::uint32_t format,
-                    const std::vector<Section>& sections) {
-  std::string out(magic, 8);
-  put(out, format);
-  put(out, static_cast<std::uint32_t>(sections.size()));
-  for (const Section& s : sections) {
-    put(out, static_cast<std::uint16_t>(s.name.size()));
-    out += s.name;
-    put(out, static_cast<std::uint64_t>(s.bytes.size()));
-    put(out, hash64(s.bytes.data(), s.bytes.size()));
-    out += s.bytes;
+                    const std::vector<SectionView>& sections) {
+  // The headers and the small sections gathered back to back in `small`; the large sections
+  // written from where they lie. The pieces in order: (whether in small, offset or data, size).
+  constexpr std::size_t large = std::size_t{1} << 16;
+  std::string small(magic, 8);
+  put(small, format);
+  put(small, static_cast<std::uint32_t>(sections.size()));
+  struct Piece {
+    const char* data;  // a large section's; nullptr: small[offset, offset + size)
+    std::size_t offset, size;
+  };
+  std::vector<Piece> pieces{{nullptr, 0, small.size()}};
+  auto add_small = [&](std::size_t from) {
+    if (pieces.back().data == nullptr)
+      pieces.back().size += small.size() - from;
+    else
+      pieces.push_back({nullptr, from, small.size() - from});
+  };
+  for (const SectionView& s : sections) {
+    std::size_t from = small.size();
+    put(small, static_cast<std::uint16_t>(s.name.size()));
+    small += s.name;
+    put(small, static_cast<std::uint64_t>(s.bytes.size()));
+    put(small, hash64(s.bytes.data(), s.bytes.size()));
+    if (s.bytes.size() < large) {
+      small += s.bytes;
+      add_small(from);
+    } else {
+      add_small(from);
+      pieces.push_back({s.bytes.data(), 0, s.bytes.size()});
+    }
   }
-  seal(out);
-  write_file_atomically(path, out);
+  // The trailer: the checksum of every byte before it.
+  Hasher64 sealed;
+  std::vector<std::string_view> views;
+  for (const Piece& p : pieces) {
+    views.emplace_back(p.data != nullptr ? p.data : small.data() + p.offset, p.size);
+    sealed.update(views.back().data(), views.back().size());
+  }
+  std::string trailer;
+  put(trailer, sealed.digest());
+  views.emplace_back(trailer);
+  AtomicFile file(path);
+  file.write(views);
+  file.commit();
+}
+
+void write_sections(const std::string& path, std::uint32_t format,
+                    const std::vector<Section>& sections) {
+  std::vector<SectionView> views;
+  for (const Section& s : sections)
+    views.push_back({s.name, s.bytes});
+  write_sections(path, format, views);
 }
 
 std::vector<Section> read_sections(const std::string& path, std::uint32_t* format) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dqntrader::io {
@@ -18,7 +19,16 @@ struct Section {
   std::string bytes;
 };
 
-/// Throws Error when the file cannot be written completely.
+/// A section's name and bytes where they lie (io/snapshot.hpp).
+struct SectionView {
+  std::string_view name;
+  std::string_view bytes;
+};
+
+/// Throws Error when the file cannot be written completely. The sections' bytes go to the
+/// file from where they lie, a section at a time.
+void write_sections(const std::string& path, std::uint32_t format,
+                    const std::vector<SectionView>& sections);
 void write_sections(const std::string& path, std::uint32_t format,
                     const std::vector<Section>& sections);
 

@@ -20,40 +20,48 @@ std::vector<std::size_t> MemberBuffers::prefix_bytes(const Buffer& b) const {
   return bytes;
 }
 
-std::string MemberBuffers::section_bytes(const Buffer& b) const {
-  using HostBytes = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  if (b.value_bytes == 0) {
-    // The whole buffer, copied from the device into the section's bytes themselves.
-    std::string out(b.bytes.span(), '\0');
-    Kokkos::deep_copy(HostBytes(out.data(), out.size()), b.bytes);
-    return out;
-  }
-  // The prefixes alone, each copied from the device as it lies there.
-  const std::vector<std::size_t> bytes = prefix_bytes(b);
-  const std::size_t block = b.bytes.span() / m_members;
+void MemberBuffers::save(Snapshot& out, const ExecSpace& space) const {
+  // Each buffer's pieces: the whole buffer, or each member's prefix (from, bytes).
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> pieces(m_buffers.size());
   std::size_t total = 0;
-  for (std::size_t n : bytes)
-    total += n;
-  std::string out(total, '\0');
-  std::size_t at = 0;
-  for (std::size_t m = 0; m < m_members; ++m) {
-    if (bytes[m] == 0)
-      continue;
-    Kokkos::deep_copy(HostBytes(out.data() + at, bytes[m]),
-                      Kokkos::subview(b.bytes, std::make_pair(m * block, m * block + bytes[m])));
-    at += bytes[m];
+  for (std::size_t i = 0; i < m_buffers.size(); ++i) {
+    const Buffer& b = m_buffers[i];
+    if (b.value_bytes == 0) {
+      pieces[i].emplace_back(0, b.bytes.span());
+    } else {
+      const std::vector<std::size_t> bytes = prefix_bytes(b);
+      const std::size_t block = b.bytes.span() / m_members;
+      for (std::size_t m = 0; m < m_members; ++m) {
+        if (bytes[m] > 0)
+          pieces[i].emplace_back(m * block, bytes[m]);
+      }
+    }
+    for (const auto& [from, bytes] : pieces[i])
+      total += bytes;
   }
-  return out;
+  using Pinned = Kokkos::View<char*, PinnedHostMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  char* const into = out.reserve(total);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < m_buffers.size(); ++i) {
+    const std::size_t start = at;
+    for (const auto& [from, bytes] : pieces[i]) {
+      Kokkos::deep_copy(space, Pinned(into + at, bytes),
+                        Kokkos::subview(m_buffers[i].bytes, std::make_pair(from, from + bytes)));
+      at += bytes;
+    }
+    out.add_reserved(m_buffers[i].name, start, at - start);
+  }
+  compat::fence(space, "dqntrader::io::MemberBuffers::save: the snapshot is whole");
 }
 
-void MemberBuffers::save(std::vector<Section>& out) const {
-  for (const Buffer& b : m_buffers)
-    out.push_back({b.name, section_bytes(b)});
-}
-
-void MemberBuffers::save(std::vector<Section>& out, const std::vector<std::size_t>& keep) const {
-  for (const Buffer& b : m_buffers) {
-    const std::string bytes = section_bytes(b);
+void MemberBuffers::save(std::vector<Section>& out, const std::vector<std::size_t>& keep,
+                         const ExecSpace& space) const {
+  Snapshot whole;
+  save(whole, space);
+  const std::vector<SectionView> sections = whole.sections();
+  for (std::size_t i = 0; i < m_buffers.size(); ++i) {
+    const Buffer& b = m_buffers[i];
+    const std::string_view bytes = sections[i].bytes;
     Section kept{b.name, std::string()};
     if (b.value_bytes > 0) {
       const std::vector<std::size_t> prefix = prefix_bytes(b);
@@ -64,9 +72,9 @@ void MemberBuffers::save(std::vector<Section>& out, const std::vector<std::size_
         kept.bytes += bytes.substr(start[m], prefix[m]);
     } else if (b.stride > 0) {
       const std::size_t block = bytes.size() - (m_members - 1) * b.stride;
-      for (std::size_t i = 0; i < keep.size(); ++i) {
-        kept.bytes += bytes.substr(keep[i] * b.stride, block);
-        if (i + 1 < keep.size())
+      for (std::size_t k = 0; k < keep.size(); ++k) {
+        kept.bytes += bytes.substr(keep[k] * b.stride, block);
+        if (k + 1 < keep.size())
           kept.bytes.append(b.stride - block, '\0');  // the padding between members
       }
     } else {

@@ -13,6 +13,7 @@
 
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
+#include "dqntrader/io/snapshot.hpp"
 
 namespace dqntrader::io {
 
@@ -46,11 +47,13 @@ class MemberBuffers {
     m_buffers.back().written = Written(written.data(), written.extent(0));
   }
 
-  /// Appends one section per buffer, in the order they were added.
-  void save(std::vector<Section>& out) const;
+  /// Appends one section per buffer to out, in the order they were added: the bytes copied
+  /// from the device into the snapshot's reserved memory on space, fenced once.
+  void save(Snapshot& out, const ExecSpace& space) const;
   /// The same for the members at positions keep (ascending) alone, laid out as the buffers
   /// of a population of those members hold them.
-  void save(std::vector<Section>& out, const std::vector<std::size_t>& keep) const;
+  void save(std::vector<Section>& out, const std::vector<std::size_t>& keep,
+            const ExecSpace& space) const;
   /// Fills every buffer from its section; InputError (naming source) when one is missing or
   /// of another size.
   void load(const std::vector<Section>& sections, const std::string& source) const;
@@ -71,8 +74,6 @@ class MemberBuffers {
   };
   // Each member's bytes of a prefix buffer that hold what was written, read from the device.
   std::vector<std::size_t> prefix_bytes(const Buffer& b) const;
-  // The bytes of a buffer's section: whole, or its members' prefixes.
-  std::string section_bytes(const Buffer& b) const;
 
   template <class T>
   void add(const std::string& name, const Kokkos::View<T*, DeviceMemory>& view,

@@ -11,6 +11,7 @@
 #include "dqntrader/core/status_line.hpp"
 #include "dqntrader/io/background_writer.hpp"
 #include "dqntrader/io/json_values.hpp"
+#include "dqntrader/io/snapshot.hpp"
 #include "dqntrader/sweep/leaderboard.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/run_checkpoint.hpp"
@@ -56,7 +57,8 @@ population_schedule(const SweepPlan& plan, std::size_t p) {
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
     const std::function<void(std::size_t, std::size_t)>& on_epoch,
-    const std::function<bool()>& interrupted, io::BackgroundWriter* writer) {
+    const std::function<bool()>& interrupted, io::BackgroundWriter* writer,
+    io::SnapshotPool* snapshots) {
   const PopulationPlan& population = plan.populations.at(p);
   std::vector<train::TrainConfig> members;
   for (std::size_t id : population.members)
@@ -66,6 +68,7 @@ std::vector<MemberResult> run_planned_population(
   options.on_epoch = on_epoch;
   options.interrupted = interrupted;
   options.writer = writer;
+  options.snapshots = snapshots;
   if (plan.schedule.kind != "none")
     options.schedule = population_schedule(plan, p);
   train::ResumeOptions resume;
@@ -188,7 +191,10 @@ std::string record(SweepPlan& plan, std::size_t p, const std::vector<MemberResul
 
 void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log,
                const std::function<bool()>& interrupted) {
-  // The populations' files and sweep.json reach the disk while the next population trains.
+  // The populations' files and sweep.json reach the disk while the next population trains;
+  // their checkpoints are copied from the device into the pool's pinned memory, which the
+  // writer's batches hold until written (so the pool goes after the writer).
+  io::SnapshotPool snapshots;
   io::BackgroundWriter writer;
   StatusLine status(log);
   const auto sweep_start = std::chrono::steady_clock::now();
@@ -215,7 +221,7 @@ void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log,
     };
     bar(0, 1);
     const std::vector<MemberResult> results =
-        run_planned_population(space, plan, p, bar, interrupted, &writer);
+        run_planned_population(space, plan, p, bar, interrupted, &writer, &snapshots);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string line = record(plan, p, results, seconds, &writer);

@@ -102,7 +102,7 @@ class DqnTrainer::Engine {
   virtual ~Engine() = default;
   virtual std::vector<EpochReport> run_epoch(const std::function<bool()>& interrupted) = 0;
   virtual std::vector<float> parameters(std::size_t member) const = 0;
-  virtual std::vector<io::Section> state() const = 0;
+  virtual void snapshot(io::Snapshot& out) const = 0;
   // The state of the members at positions keep (ascending), laid out as a population of
   // those members holds it.
   virtual std::vector<io::Section> state(const std::vector<std::size_t>& keep) const = 0;
@@ -175,18 +175,19 @@ class EngineImpl final : public DqnTrainer::Engine {
     return m_networks->parameters(m_space, member);
   }
 
-  std::vector<io::Section> state() const override {
-    std::vector<io::Section> out;
-    m_buffers.save(out);
+  void snapshot(io::Snapshot& out) const override {
+    m_buffers.save(out, m_space);
     std::vector<std::size_t> every(count());
     std::iota(every.begin(), every.end(), std::size_t{0});
-    save_host_state(out, every);
-    return out;
+    std::vector<io::Section> host;
+    save_host_state(host, every);
+    for (io::Section& s : host)
+      out.add(std::move(s));
   }
 
   std::vector<io::Section> state(const std::vector<std::size_t>& keep) const override {
     std::vector<io::Section> out;
-    m_buffers.save(out, keep);
+    m_buffers.save(out, keep, m_space);
     save_host_state(out, keep);
     return out;
   }
@@ -796,11 +797,16 @@ std::vector<float> DqnTrainer::parameters(std::size_t member) const {
 }
 
 std::vector<io::Section> DqnTrainer::state() const {
-  std::vector<io::Section> out = m_engine->state();
+  io::Snapshot out;
+  snapshot(out);
+  return out.copy();
+}
+
+void DqnTrainer::snapshot(io::Snapshot& out) const {
+  m_engine->snapshot(out);
   const std::vector<std::uint64_t> slots(m_slots.begin(), m_slots.end());
-  out.push_back({"slots", std::string(reinterpret_cast<const char*>(slots.data()),
-                                      slots.size() * sizeof(std::uint64_t))});
-  return out;
+  out.add({"slots", std::string(reinterpret_cast<const char*>(slots.data()),
+                                slots.size() * sizeof(std::uint64_t))});
 }
 
 void DqnTrainer::restore(const std::vector<io::Section>& sections, const std::string& source) {

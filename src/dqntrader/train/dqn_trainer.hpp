@@ -47,6 +47,10 @@
 #include "dqntrader/train/run_data.hpp"
 #include "dqntrader/train/train_config.hpp"
 
+namespace dqntrader::io {
+class Snapshot;
+}
+
 namespace dqntrader::train {
 
 /// One member's epoch.
@@ -98,6 +102,9 @@ class DqnTrainer {
   /// counters (the position of every random stream), which members still step, and the host's
   /// counters.
   std::vector<io::Section> state() const;
+  /// The same state into a snapshot (what a checkpoint writes from): the device's part copied
+  /// into its reserved memory.
+  void snapshot(io::Snapshot& out) const;
   /// Puts a state back; InputError (naming source) when a section is missing or sized for
   /// another configuration.
   void restore(const std::vector<io::Section>& sections, const std::string& source);

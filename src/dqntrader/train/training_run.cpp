@@ -32,6 +32,7 @@
 #include "dqntrader/io/background_writer.hpp"
 #include "dqntrader/io/checkpoint_file.hpp"
 #include "dqntrader/io/json_values.hpp"
+#include "dqntrader/io/snapshot.hpp"
 #include "dqntrader/train/dqn_trainer.hpp"
 #include "dqntrader/train/learning_path.hpp"
 #include "dqntrader/train/member_run.hpp"
@@ -302,6 +303,9 @@ class PopulationRun {
     if (options.writer == nullptr)
       m_own_writer.emplace();
     m_writer = options.writer != nullptr ? options.writer : &*m_own_writer;
+    if (options.snapshots == nullptr)
+      m_own_snapshots.emplace();
+    m_snapshots = options.snapshots != nullptr ? options.snapshots : &*m_own_snapshots;
   }
 
   std::vector<RunResult> run() {
@@ -631,19 +635,23 @@ class PopulationRun {
     record.test_fingerprint = m_data.test_fingerprint;
     for (const MemberRun& run : m_runs)
       record.members.push_back(run.checkpoint());
-    std::vector<io::Section> sections = m_trainer->state();
+    auto snapshot = std::make_shared<io::Snapshot>(*m_snapshots);
+    m_trainer->snapshot(*snapshot);
+    m_phases.checkpoint_wait += snapshot->waited();
+    std::vector<io::Section> sections;
     record.append_to(sections);
+    for (io::Section& s : sections)
+      snapshot->add(std::move(s));
     const std::string directory = m_options.checkpoints;
     const std::size_t keep = m_population.checkpoints;
-    m_phases.checkpoint_wait +=
-        submit_files([directory, epoch, keep, sections = std::move(sections)] {
-          io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt",
-                             kCheckpointFormat, sections);
-          const std::vector<std::string> kept = checkpoint_paths(directory);
-          std::error_code error;
-          for (std::size_t i = keep; i < kept.size(); ++i)
-            std::filesystem::remove(kept[i], error);
-        });
+    m_phases.checkpoint_wait += submit_files([directory, epoch, keep, snapshot] {
+      io::write_sections(directory + "/checkpoint-" + std::to_string(epoch) + ".dqnckpt",
+                         kCheckpointFormat, snapshot->sections());
+      const std::vector<std::string> kept = checkpoint_paths(directory);
+      std::error_code error;
+      for (std::size_t i = keep; i < kept.size(); ++i)
+        std::filesystem::remove(kept[i], error);
+    });
   }
 
   // The members' files written since the last batch, then then, handed to the writer as one
@@ -768,7 +776,10 @@ class PopulationRun {
   std::optional<data::FeatureSet> m_test_features;
   std::size_t m_first_epoch = 1;
   std::vector<Baseline> m_baselines;
-  std::vector<std::size_t> m_survivors;              // the members that did not fail
+  std::vector<std::size_t> m_survivors;  // the members that did not fail
+  // The writer's batches hold snapshots of the pool: the pool is destroyed after the writer.
+  std::optional<io::SnapshotPool> m_own_snapshots;  // without the caller's
+  io::SnapshotPool* m_snapshots = nullptr;
   std::optional<io::BackgroundWriter> m_own_writer;  // without the caller's
   io::BackgroundWriter* m_writer = nullptr;
   RunPhases m_phases;

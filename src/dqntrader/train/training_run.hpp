@@ -37,7 +37,8 @@
 
 namespace dqntrader::io {
 class BackgroundWriter;
-}
+class SnapshotPool;
+}  // namespace dqntrader::io
 
 namespace dqntrader::train {
 
@@ -148,6 +149,10 @@ struct PopulationOptions {
   // another while their files reach the disk; the caller waits for it), or, without one, the
   // run's own, waited for before the run returns.
   io::BackgroundWriter* writer = nullptr;
+  // The pinned memory its checkpoints are copied into from the device: the caller's (a
+  // sweep's, reused by population after population; it must outlive the writer's batches), or
+  // the run's own.
+  io::SnapshotPool* snapshots = nullptr;
   // Called after each epoch with it and the epochs to run (progress of a sweep).
   std::function<void(std::size_t epoch, std::size_t epochs)> on_epoch;
   // Asked before every step: true stops the run with Interrupted (RunHooks::interrupted).
