@@ -416,7 +416,8 @@ py::dict backtest(const std::optional<BarsPtr>& in_memory, const py::dict& argum
   request::BacktestRequest r = request::backtest_request(
       given_of(arguments), in_memory ? request::BarsFrom::memory : request::BarsFrom::path);
   r.run.paths = true;
-  const eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
+  eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
+  files.columns.symbol = r.symbol;
   const BarsPtr held =
       in_memory ? *in_memory : std::make_shared<data::Bars>(data::load_bars(r.data, files.columns));
   const data::Bars& bars = *held;
@@ -474,8 +475,9 @@ py::dict act(const Policy& policy, const std::optional<BarsPtr>& in_memory,
       given_of(arguments), in_memory ? request::BarsFrom::memory : request::BarsFrom::path);
   const eval::PolicyFile& file = policy.file;
   const std::size_t incoming = eval::position_index(r.position, file.positions);
-  data::ColumnSelection columns;
+  data::BarSelection columns;
   columns.names = file.features.extra;
+  columns.symbol = r.symbol;
   const BarsPtr held =
       in_memory ? *in_memory : std::make_shared<data::Bars>(data::load_bars(r.data, columns));
   const data::Bars& bars = *held;
@@ -579,14 +581,20 @@ PYBIND11_MODULE(_core, m) {
       .def_static("from_columns", &bars_from_columns)
       .def_static("from_file",
                   [](const std::string& path, const std::vector<std::string>& columns,
-                     const std::vector<std::string>& prefixes) {
-                    data::ColumnSelection selection{columns, prefixes};
+                     const std::vector<std::string>& prefixes, const std::string& symbol) {
+                    data::check_symbol("symbol", symbol);
+                    data::BarSelection selection{columns, prefixes, symbol};
                     return BarsPtr(std::make_shared<data::Bars>(data::load_bars(path, selection)));
                   })
       .def_static("synth",
                   [](const py::dict& arguments) {
                     const request::SynthRequest r = request::synth_request(given_of(arguments));
-                    return BarsPtr(std::make_shared<data::Bars>(data::generate_bars(r.config)));
+                    const data::SynthPanel panel = data::synth_panel(r.config);
+                    py::list out;
+                    for (std::size_t i = 0; i < panel.bars.size(); ++i)
+                      out.append(py::make_tuple(panel.symbols[i],
+                                                std::make_shared<data::Bars>(panel.bars[i])));
+                    return out;
                   })
       .def("__len__", &data::Bars::size)
       .def_readonly("source", &data::Bars::source)

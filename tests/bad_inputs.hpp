@@ -17,6 +17,7 @@ struct BadCase {
 inline std::vector<BadCase> bad_csv_corpus() {
   const std::string header = "timestamp,open,high,low,close\n";
   const std::string row1 = "2024-01-02,10,11,9,10\n";
+  const std::string panel = "timestamp,symbol,open,high,low,close\n";
   const std::string long_number(100000, '7');
   return {
       BadCase{"empty", "", 1, 1, "empty file"},
@@ -74,7 +75,22 @@ inline std::vector<BadCase> bad_csv_corpus() {
               "timestamp,open,high,low,close\r\n2024-01-02,10,11,9,10\r\n2024-01-03,10,11\r\n", 3,
               17, "row has 3 fields"},
       BadCase{"very_long_line", header + "2024-01-02,10,11,9," + long_number + "\n", 2, 20,
-              "out of range"}};
+              "out of range"},
+      // Files of several instruments (a symbol column): read without choosing one, each row
+      // is the one instrument's, and a problem names the row's symbol.
+      BadCase{"several_symbols_none_chosen",
+              panel + "2024-01-02,AAA,10,11,9,10\n2024-01-02,BBB,10,11,9,10\n", 3, 12,
+              "several instruments ('AAA' from line 2, 'BBB' here)"},
+      BadCase{"empty_symbol", panel + "2024-01-02,,10,11,9,10\n", 2, 12, "empty symbol"},
+      BadCase{"duplicate_timestamp_and_symbol",
+              panel + "2024-01-02,AAA,10,11,9,10\n2024-01-03,AAA,10,11,9,10\n"
+                      "2024-01-03,AAA,10,11,9,10\n",
+              4, 1, "symbol 'AAA': duplicated timestamp"},
+      BadCase{"symbol_out_of_order",
+              panel + "2024-01-03,AAA,10,11,9,10\n2024-01-02,AAA,10,11,9,10\n", 3, 1,
+              "symbol 'AAA': timestamp '2024-01-02' is earlier"},
+      BadCase{"symbol_row_bad_price", panel + "2024-01-02,AAA,10,11,9,-1\n", 2, 24,
+              "symbol 'AAA': "}};
 }
 
 }  // namespace dqntrader::testing

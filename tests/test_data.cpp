@@ -77,7 +77,7 @@ TEST(CsvReader, ReadsRequiredOptionalAndSelectedColumns) {
                                     "2024-01-02T00:00:00Z,10,11,9,10.5,100,0.5,1,2,3\r\n"
                                     "\r\n"
                                     "2024-01-03T00:00:00Z, 10.5 ,12,10,\"11\",200,-0.25,4,5,6\r\n");
-  data::ColumnSelection selection;
+  data::BarSelection selection;
   selection.prefixes = {"f_"};
   const data::Bars bars = data::read_bars_csv(path, selection);
   ASSERT_EQ(bars.size(), 2u);
@@ -114,6 +114,126 @@ TEST(CsvReader, WriteThenReadGivesTheSameBars) {
     ASSERT_EQ(back.close[i], bars.close[i]);  // 17 significant digits round-trip exactly
     ASSERT_EQ(back.ofi[i], bars.ofi[i]);
     ASSERT_EQ(back.timestamp_ms[i], bars.timestamp_ms[i]);
+  }
+}
+
+// --- files of several instruments -----------------------------------------------------------
+
+// A long file of two instruments on calendars of their own (BBB misses a day, AAA has one BBB
+// lacks), rows interleaved by time: each symbol reads back its own rows alone, in order.
+TEST(CsvReader, ReadsTheChosenInstrumentOfAFileOfSeveral) {
+  TempDir dir;
+  const std::string path = dir.file("panel.csv",
+                                    "timestamp,open,high,low,close,symbol,ofi\n"
+                                    "2024-01-02,10,11,9,10.5,AAA,0.1\n"
+                                    "2024-01-02,20,21,19,20.5,BBB,0.2\n"
+                                    "2024-01-03,10,11,9,10.25,AAA,0.3\n"
+                                    "2024-01-04,10,11,9,10.75,AAA,0.4\n"
+                                    "2024-01-04,20,21,19,20.25,BBB,0.5\n"
+                                    "2024-01-05,20,21,19,20.75,BBB,0.6\n");
+  data::BarSelection aaa;
+  aaa.symbol = "AAA";
+  const data::Bars a = data::read_bars_csv(path, aaa);
+  EXPECT_EQ(a.close, (std::vector<double>{10.5, 10.25, 10.75}));
+  EXPECT_EQ(a.ofi, (std::vector<double>{0.1, 0.3, 0.4}));
+  EXPECT_TRUE(a.extra.empty()) << "the symbol column is not a feature";
+  data::BarSelection bbb;
+  bbb.symbol = "BBB";
+  const data::Bars b = data::read_bars_csv(path, bbb);
+  EXPECT_EQ(b.close, (std::vector<double>{20.5, 20.25, 20.75}));
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b.timestamp_ms[1] - b.timestamp_ms[0], 2 * 86400000);  // the day BBB lacks
+  // A symbol the file does not hold names those it does.
+  data::BarSelection other;
+  other.symbol = "CCC";
+  try {
+    data::read_bars_csv(path, other);
+    FAIL() << "read a symbol the file does not hold";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no rows of symbol 'CCC' (the file holds 'AAA', 'BBB')"),
+              std::string::npos)
+        << e.what();
+  }
+  // A file without a symbol column is its one instrument, whichever symbol is asked for.
+  const std::string one = dir.file("one.csv",
+                                   "timestamp,open,high,low,close\n"
+                                   "2024-01-02,10,11,9,10.5\n");
+  EXPECT_EQ(data::read_bars_csv(one, other).close, (std::vector<double>{10.5}));
+  // A symbol that could not be one.
+  for (const char* bad : {"A B", "A,B", "\"A\"", "A\tB"})
+    EXPECT_THROW(data::check_symbol("symbol", bad), InputError) << bad;
+  EXPECT_NO_THROW(data::check_symbol("symbol", "BRK.B"));
+}
+
+// A synthetic universe: one instrument is the market itself; several are written to one file
+// and each reads back exactly; they share a common factor (their returns correlate, where two
+// independent markets' do not), and the ofi signal is planted in the first half alone, falling
+// in strength.
+TEST(Synthetic, AUniverseSharesAFactorAndPlantsTheSignalInItsFirstHalf) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  data::SynthConfig config;
+  config.bars = 20000;
+  config.seed = seed;
+  const data::Bars market = data::generate_bars(config);
+  const data::SynthPanel alone = data::synth_panel(config);
+  ASSERT_EQ(alone.bars.size(), 1u);
+  EXPECT_EQ(alone.bars.front().close, market.close);
+  EXPECT_EQ(alone.bars.front().ofi, market.ofi);
+  config.symbols = 6;
+  const data::SynthPanel panel = data::synth_panel(config);
+  ASSERT_EQ(panel.symbols, (std::vector<std::string>{"S01", "S02", "S03", "S04", "S05", "S06"}));
+  auto log_returns = [](const data::Bars& b) {
+    std::vector<double> r;
+    for (std::size_t t = 1; t < b.size(); ++t)
+      r.push_back(std::log(b.close[t] / b.close[t - 1]));
+    return r;
+  };
+  auto correlation = [](const std::vector<double>& x, const std::vector<double>& y) {
+    const std::size_t n = std::min(x.size(), y.size());
+    double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+    for (std::size_t t = 0; t < n; ++t) {
+      sx += x[t];
+      sy += y[t];
+      sxx += x[t] * x[t];
+      syy += y[t] * y[t];
+      sxy += x[t] * y[t];
+    }
+    const double cov = sxy / n - sx / n * sy / n;
+    return cov / std::sqrt((sxx / n - sx / n * sx / n) * (syy / n - sy / n * sy / n));
+  };
+  // The signal: corr(ofi(t), r(t+1)) per instrument.
+  std::vector<double> signal;
+  for (const data::Bars& b : panel.bars) {
+    std::vector<double> ofi(b.ofi.begin(), b.ofi.end() - 1);
+    signal.push_back(correlation(ofi, log_returns(b)));
+  }
+  EXPECT_EQ(panel.ofi_signal, (std::vector<double>{0.3, 0.2, 0.1, 0.0, 0.0, 0.0}));
+  EXPECT_GT(signal[0], 0.1);
+  EXPECT_GT(signal[0], signal[2]);
+  for (std::size_t i = 3; i < 6; ++i)
+    EXPECT_LT(std::fabs(signal[i]), 0.04) << panel.symbols[i];
+  // The factor: every pair's returns correlate; two independent markets' do not.
+  for (std::size_t i = 0; i + 1 < panel.bars.size(); ++i) {
+    EXPECT_GT(correlation(log_returns(panel.bars[i]), log_returns(panel.bars[i + 1])), 0.05)
+        << panel.symbols[i];
+  }
+  data::SynthConfig other = config;
+  other.symbols = 1;
+  other.seed = seed + 1;
+  EXPECT_LT(std::fabs(correlation(log_returns(market), log_returns(data::generate_bars(other)))),
+            0.04);
+  // Written as one file, each instrument reads back exactly.
+  TempDir dir;
+  const std::string path = dir.path("universe.csv");
+  data::write_bars_csv(path, panel.bars, panel.symbols);
+  for (std::size_t i = 0; i < panel.bars.size(); ++i) {
+    data::BarSelection choice;
+    choice.symbol = panel.symbols[i];
+    const data::Bars back = data::read_bars_csv(path, choice);
+    EXPECT_EQ(back.close, panel.bars[i].close) << panel.symbols[i];
+    EXPECT_EQ(back.ofi, panel.bars[i].ofi) << panel.symbols[i];
+    EXPECT_EQ(back.timestamp_ms, panel.bars[i].timestamp_ms) << panel.symbols[i];
   }
 }
 
@@ -174,7 +294,7 @@ TEST(BarCache, RoundTripsEveryColumn) {
   data::Bars bars = data::generate_bars(config);
   bars.extra.push_back({"f_x", bars.volume});
   data::write_bar_cache(dir.path("b.dqnbars"), bars);
-  data::ColumnSelection selection;
+  data::BarSelection selection;
   selection.names = {"f_x"};
   const data::Bars back = data::read_bar_cache(dir.path("b.dqnbars"), selection);
   EXPECT_EQ(back.timestamp_ms, bars.timestamp_ms);

@@ -260,12 +260,13 @@ class Bars:
                                **optional, **extra)
 
     @classmethod
-    def from_file(cls, path, *, columns=(), prefixes=()):
+    def from_file(cls, path, *, columns=(), prefixes=(), symbol=""):
         """Bars from a CSV file or a .dqnbars cache (by its extension), as ``dqntrader`` reads
-        them; columns and prefixes choose the extra feature columns. A bad row raises
-        ValueError "path:line:column: what"."""
+        them; columns and prefixes choose the extra feature columns, symbol the instrument of
+        a CSV file of several (one with a symbol column). A bad row raises ValueError
+        "path:line:column: what"."""
         return cls(_core.Bars.from_file(os.fspath(path), _names("columns", columns),
-                                        _names("prefixes", prefixes)))
+                                        _names("prefixes", prefixes), str(symbol)))
 
     def __len__(self):
         return len(self._core)
@@ -320,11 +321,15 @@ class Bars:
 
 def synth(bars=None, **options):
     """The built-in synthetic market (``dqntrader synth``): daily bars with a planted signal in
-    ofi that a policy can learn; the same options give the same bars on every machine.
+    ofi that a policy can learn; the same options give the same bars on every machine. With
+    symbols above 1, a dict of the instruments' Bars by symbol (S01, S02, ...).
     start may also be a datetime64 or a pandas Timestamp. Options:
     """
     options["start"] = _time(options.get("start"))
-    return Bars(_core.Bars.synth(_given("synth", dict(options, bars=bars))))
+    made = _core.Bars.synth(_given("synth", dict(options, bars=bars)))
+    if len(made) == 1:
+        return Bars(made[0][1])
+    return {symbol: Bars(core) for symbol, core in made}
 
 
 def _bars_directory():

@@ -382,6 +382,19 @@ def test_synth_is_the_commands_market(tmp_path):
             dqntrader.Bars.from_file(tmp_path / "s.csv").fingerprint)
 
 
+def test_a_universe_is_the_commands_each_symbol_from_its_file(tmp_path):
+    cli("synth", "--bars", 400, "--seed", 9, "--symbols", 3, "--out", tmp_path / "u.csv")
+    universe = dqntrader.synth(400, seed=9, symbols=3)
+    assert sorted(universe) == ["S01", "S02", "S03"]
+    for symbol, bars in universe.items():
+        assert (bars.fingerprint ==
+                dqntrader.Bars.from_file(tmp_path / "u.csv", symbol=symbol).fingerprint)
+    with pytest.raises(ValueError, match=r"u.csv:3:\d+: the file holds several instruments"):
+        dqntrader.Bars.from_file(tmp_path / "u.csv")
+    with pytest.raises(ValueError, match="symbol= 'a b' cannot name an instrument"):
+        dqntrader.Bars.from_file(tmp_path / "u.csv", symbol="a b")
+
+
 def run_python(code, timeout=120):
     """code in a fresh interpreter with this module's path; its exit status and output."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

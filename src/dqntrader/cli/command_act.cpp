@@ -94,7 +94,7 @@ void append_record(std::string& out, const eval::Decision& d, std::size_t bar, s
 }
 
 // The bars of --data: a file (CSV or .dqnbars) or standard input (CSV) read to its end.
-data::Bars read_all(const std::string& path, const data::ColumnSelection& columns) {
+data::Bars read_all(const std::string& path, const data::BarSelection& columns) {
   if (path != "-")
     return data::load_bars(path, columns);
   data::CsvBarParser parser("standard input", columns);
@@ -290,8 +290,9 @@ Command add_act(CLI::App& app) {
     eval::PolicyDecisions decisions(space, policy.network, policy.features, policy.stats,
                                     policy.positions, policy.parameters, r.precision, r.chunk_bars);
     const std::size_t warmup = decisions.warmup();
-    data::ColumnSelection columns;
+    data::BarSelection columns;
     columns.names = policy.features.extra;
+    columns.symbol = r.symbol;
     if (!shown->follow) {
       const data::Bars bars = read_all(r.data, columns);
       data::check_feature_columns(policy.features, bars);

@@ -131,7 +131,8 @@ Command add_backtest(CLI::App& app) {
           "--json - and --returns - would both write to standard output; send one "
           "of them to a file");
     r.run.paths = !returns.empty();
-    const eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
+    eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
+    files.columns.symbol = r.symbol;
     const data::Bars bars = data::load_bars(r.data, files.columns);
     const eval::BacktestResult result = eval::run_backtest(space, bars, files, r.run);
     const std::vector<std::string>& names = result.names;

@@ -22,13 +22,23 @@ Command add_synth(CLI::App& app) {
     if (*out == "-")
       throw InputError("--out -: synth writes a file (.csv, or .dqnbars for the binary cache)");
     request::check_output("out", *out);
-    const data::Bars bars = data::generate_bars(r.config);
-    if (data::is_bar_cache_path(*out)) {
-      data::write_bar_cache(*out, bars);
+    const data::SynthPanel panel = data::synth_panel(r.config);
+    if (panel.bars.size() > 1) {
+      if (data::is_bar_cache_path(*out)) {
+        throw InputError("--out " + *out + ": a .dqnbars cache holds one instrument; " +
+                         std::to_string(panel.bars.size()) + " instruments are written as .csv");
+      }
+      data::write_bars_csv(*out, panel.bars, panel.symbols);
+    } else if (data::is_bar_cache_path(*out)) {
+      data::write_bar_cache(*out, panel.bars.front());
     } else {
-      data::write_bars_csv(*out, bars);
+      data::write_bars_csv(*out, panel.bars.front());
     }
-    std::cerr << "dqntrader synth: wrote " << bars.size() << " bars to " << *out << "\n";
+    std::cerr << "dqntrader synth: wrote " << panel.bars.front().size() << " bars"
+              << (panel.bars.size() > 1
+                      ? " of " + std::to_string(panel.bars.size()) + " instruments"
+                      : std::string())
+              << " to " << *out << "\n";
   };
   return command;
 }
@@ -36,7 +46,7 @@ Command add_synth(CLI::App& app) {
 Command add_cache(CLI::App& app) {
   struct Options {
     std::string data, out;
-    data::ColumnSelection columns;
+    data::BarSelection columns;
   };
   auto options = std::make_shared<Options>();
   Command command;
@@ -51,7 +61,10 @@ Command add_cache(CLI::App& app) {
   c->add_option("--feature-prefix", options->columns.prefixes,
                 "keep extra columns whose names start with this")
       ->delimiter(',');
+  c->add_option("--symbol", options->columns.symbol,
+                "the instrument to keep of a CSV file of several (one with a symbol column)");
   command.run = [options](const ExecSpace&) {
+    data::check_symbol("symbol", options->columns.symbol);
     if (!data::is_bar_cache_path(options->out))
       throw InputError("--out must end in .dqnbars");
     request::check_input("data", options->data);

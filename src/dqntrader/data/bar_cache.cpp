@@ -79,7 +79,7 @@ void write_bar_cache(const std::string& path, const Bars& bars) {
   file.commit();
 }
 
-Bars read_bar_cache(const std::string& path, const ColumnSelection& selection) {
+Bars read_bar_cache(const std::string& path, const BarSelection& selection) {
   auto fail = [&](const std::string& what) -> void { throw InputError(path, 0, 0, what); };
   io::check_input_file(path);
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
@@ -206,7 +206,7 @@ Bars read_bar_cache(const std::string& path, const ColumnSelection& selection) {
   return bars;
 }
 
-Bars load_bars(const std::string& path, const ColumnSelection& selection) {
+Bars load_bars(const std::string& path, const BarSelection& selection) {
   return is_bar_cache_path(path) ? read_bar_cache(path, selection) : read_bars_csv(path, selection);
 }
 

@@ -26,12 +26,12 @@ void write_bar_cache(const std::string& path, const Bars& bars);
 /// Reads and verifies a cache: magic, version, sizes against the file size, the checksum,
 /// then the bar invariants. A truncated, corrupted or foreign file throws InputError.
 /// Extra columns the selection does not select are dropped.
-Bars read_bar_cache(const std::string& path, const ColumnSelection& selection = {});
+Bars read_bar_cache(const std::string& path, const BarSelection& selection = {});
 
 /// True when the path names a bar cache (by its ".dqnbars" extension).
 bool is_bar_cache_path(const std::string& path);
 
 /// Loads a CSV or a cache, chosen by the extension.
-Bars load_bars(const std::string& path, const ColumnSelection& selection = {});
+Bars load_bars(const std::string& path, const BarSelection& selection = {});
 
 }  // namespace dqntrader::data

@@ -62,7 +62,18 @@ std::size_t bar_index(const std::string& name, const std::string& text, const Ba
   return static_cast<std::size_t>(after - t.begin()) - 1;
 }
 
-bool ColumnSelection::selects(const std::string& column) const {
+void check_symbol(const std::string& option, const std::string& symbol) {
+  for (const char c : symbol) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == ',' || c == '"' || c == '\'' || u <= 0x20 || u == 0x7f) {
+      throw InputError(field(option) + " '" + symbol +
+                       "' cannot name an instrument: a symbol holds no commas, quotes, white "
+                       "space or control characters");
+    }
+  }
+}
+
+bool BarSelection::selects(const std::string& column) const {
   if (std::find(names.begin(), names.end(), column) != names.end())
     return true;
   return std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& prefix) {

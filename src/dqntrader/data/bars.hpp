@@ -43,17 +43,26 @@ Bars last_bars(const Bars& bars, std::size_t count);
 /// whichever file or array they came. Checkpoints, policies and sweeps record it.
 std::uint64_t fingerprint(const Bars& bars);
 
+/// InputError naming field(option) unless symbol is empty or could name an instrument of a
+/// CSV file: text without commas, quotes, white space or control characters.
+void check_symbol(const std::string& option, const std::string& symbol);
+
 /// A bar given as an index (all digits) or an ISO-8601 timestamp: the first bar at or after it
 /// (first = true) or the last bar at or before it. InputError naming `name` (how the caller
 /// calls the bound: field("start")) when it lies outside the bars or is neither.
 std::size_t bar_index(const std::string& name, const std::string& text, const Bars& bars,
                       bool first);
 
-/// Which optional numeric columns a loader keeps as extra features: the named ones and
-/// every column whose name starts with one of the prefixes.
-struct ColumnSelection {
+/// What a loader keeps: the optional numeric columns kept as extra features (the named ones
+/// and every column whose name starts with one of the prefixes) and, of a CSV file with a
+/// `symbol` column (bars of several instruments, one row per instrument and time), the rows
+/// of one instrument: symbol's, or, when symbol is empty, those of the file's one symbol (a
+/// file of several is refused, naming them). A file without a symbol column is one
+/// instrument, read whatever symbol says.
+struct BarSelection {
   std::vector<std::string> names;
   std::vector<std::string> prefixes;
+  std::string symbol;
 
   bool selects(const std::string& column) const;
 };

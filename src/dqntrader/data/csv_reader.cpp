@@ -1,5 +1,6 @@
 #include "dqntrader/data/csv_reader.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -82,7 +83,7 @@ void check_text(std::string_view text, const std::string& source, std::size_t fi
 
 class CsvBarParser::Impl {
  public:
-  Impl(const std::string& source, const ColumnSelection& selection)
+  Impl(const std::string& source, const BarSelection& selection)
       : m_path(source), m_selection(selection) {
     m_bars.source = source;
   }
@@ -102,19 +103,56 @@ class CsvBarParser::Impl {
       m_header_seen = true;
       return false;
     }
-    row(m_fields, m_line, line.size());
-    return true;
+    return row(m_fields, m_line, line.size());
   }
 
   void finish() const {
     if (!m_header_seen)
       fail(1, 1, "empty file: expected a header row naming the columns");
+    if (m_bars.size() == 0 && m_symbol && !m_selection.symbol.empty()) {
+      fail(
+          m_line + 1, 1,
+          "no rows of symbol '" + m_selection.symbol + "' (the file holds " + seen_symbols() + ")");
+    }
     if (m_bars.size() == 0)
       fail(m_line + 1, 1, "no data rows after the header");
   }
 
+  // A row's problem names its instrument when the file holds a symbol column.
   [[noreturn]] void fail(std::size_t line, std::size_t column, const std::string& what) const {
-    throw InputError(m_path, line, column, what);
+    throw InputError(m_path, line, column,
+                     m_row_symbol.empty() ? what : "symbol '" + m_row_symbol + "': " + what);
+  }
+
+  // The symbols seen (the first few), for messages.
+  std::string seen_symbols() const {
+    std::string text;
+    for (std::size_t i = 0; i < m_seen.size() && i < 8; ++i)
+      text += (i > 0 ? ", '" : "'") + m_seen[i] + "'";
+    if (m_seen.size() > 8)
+      text += " and " + std::to_string(m_seen.size() - 8) + " more";
+    return text.empty() ? "none" : text;
+  }
+
+  // Whether the row's instrument is the one read: the chosen symbol's rows alone; without a
+  // choice, every row must be of the first row's symbol.
+  bool keeps(const Field& symbol, std::size_t line) {
+    const std::string_view text = symbol.text;
+    if (text.empty())
+      fail(line, symbol.column, "empty symbol");
+    if (std::find(m_seen.begin(), m_seen.end(), text) == m_seen.end())
+      m_seen.emplace_back(text);
+    if (!m_selection.symbol.empty())
+      return text == m_selection.symbol;
+    if (m_seen.size() > 1) {
+      fail(line, symbol.column,
+           "the file holds several instruments ('" + m_seen.front() + "' from line " +
+               std::to_string(m_first_symbol_line) + ", '" + std::string(text) +
+               "' here): choose one with " + field("symbol"));
+    }
+    if (m_first_symbol_line == 0)
+      m_first_symbol_line = line;
+    return true;
   }
 
   void header(const std::vector<Field>& fields, std::size_t line) {
@@ -153,6 +191,7 @@ class CsvBarParser::Impl {
     m_close = *find("close");
     m_volume = find("volume");
     m_ofi = find("ofi");
+    m_symbol = find("symbol");
     for (const std::string& wanted : m_selection.names) {
       if (!find(wanted.c_str())) {
         fail(line, 1, "selected feature column '" + wanted + "' is not in the header");
@@ -161,7 +200,7 @@ class CsvBarParser::Impl {
     for (std::size_t i = 0; i < m_names.size(); ++i) {
       const std::string& n = m_names[i];
       const bool known = n == "timestamp" || n == "open" || n == "high" || n == "low" ||
-                         n == "close" || n == "volume" || n == "ofi";
+                         n == "close" || n == "volume" || n == "ofi" || n == "symbol";
       if (!known && m_selection.selects(n)) {
         if (!valid_utf8(n))
           fail(line, fields[i].column, "column name is not UTF-8 text: " + printable(n));
@@ -250,13 +289,18 @@ class CsvBarParser::Impl {
     return ms;
   }
 
-  void row(const std::vector<Field>& fields, std::size_t line, std::size_t line_length) {
+  bool row(const std::vector<Field>& fields, std::size_t line, std::size_t line_length) {
     if (fields.size() != m_names.size()) {
       std::ostringstream what;
       what << "row has " << fields.size() << " fields, the header has " << m_names.size();
       const std::size_t column =
           fields.size() > m_names.size() ? fields[m_names.size()].column : line_length + 1;
       fail(line, column, what.str());
+    }
+    if (m_symbol) {
+      if (!keeps(fields[*m_symbol], line))
+        return false;
+      m_row_symbol = fields[*m_symbol].text;
     }
     const std::int64_t ms = timestamp(fields[m_timestamp], line);
     if (!m_bars.timestamp_ms.empty() && ms <= m_bars.timestamp_ms.back()) {
@@ -294,22 +338,27 @@ class CsvBarParser::Impl {
     for (std::size_t e = 0; e < m_extra_index.size(); ++e) {
       m_bars.extra[e].values.push_back(number(fields[m_extra_index[e]], line, m_extra_index[e]));
     }
+    m_row_symbol.clear();
+    return true;
   }
 
   std::string m_path;
-  ColumnSelection m_selection;
+  BarSelection m_selection;
   std::size_t m_line = 0;
   bool m_header_seen = false;
   std::vector<Field> m_fields;
   std::vector<std::string> m_names;
   std::size_t m_timestamp = 0, m_open = 0, m_high = 0, m_low = 0, m_close = 0;
-  std::optional<std::size_t> m_volume, m_ofi;
+  std::optional<std::size_t> m_volume, m_ofi, m_symbol;
+  std::vector<std::string> m_seen;  // the symbols seen, in their first rows' order
+  std::size_t m_first_symbol_line = 0;
+  std::string m_row_symbol;  // the symbol of the row being read (for messages)
   std::vector<std::size_t> m_extra_index;
   std::optional<TimestampForm> m_form;
   Bars m_bars;
 };
 
-CsvBarParser::CsvBarParser(const std::string& source, const ColumnSelection& selection)
+CsvBarParser::CsvBarParser(const std::string& source, const BarSelection& selection)
     : m_impl(std::make_unique<Impl>(source, selection)) {}
 
 CsvBarParser::~CsvBarParser() = default;
@@ -337,7 +386,7 @@ std::size_t CsvBarParser::lines() const {
   return m_impl->m_line;
 }
 
-Bars read_bars_csv(const std::string& path, const ColumnSelection& selection) {
+Bars read_bars_csv(const std::string& path, const BarSelection& selection) {
   const std::string content = io::read_file(path);
   const std::string_view text = content;
   CsvBarParser parser(path, selection);
@@ -355,19 +404,42 @@ Bars read_bars_csv(const std::string& path, const ColumnSelection& selection) {
 }
 
 void write_bars_csv(const std::string& path, const Bars& bars) {
+  write_bars_csv(path, {bars}, {});
+}
+
+void write_bars_csv(const std::string& path, const std::vector<Bars>& instruments,
+                    const std::vector<std::string>& symbols) {
+  if (instruments.empty() || (!symbols.empty() && symbols.size() != instruments.size()))
+    throw Error("write_bars_csv: a symbol for each instrument, or one instrument without");
+  const Bars& first = instruments.front();
   std::ostringstream out;
   out.precision(17);
-  out << "timestamp,open,high,low,close";
-  if (bars.has_volume())
+  out << "timestamp" << (symbols.empty() ? "" : ",symbol") << ",open,high,low,close";
+  if (first.has_volume())
     out << ",volume";
-  if (bars.has_ofi())
+  if (first.has_ofi())
     out << ",ofi";
-  for (const NamedColumn& c : bars.extra)
+  for (const NamedColumn& c : first.extra)
     out << "," << c.name;
   out << "\n";
-  for (std::size_t i = 0; i < bars.size(); ++i) {
-    out << format_iso8601_ms(bars.timestamp_ms[i]) << "," << bars.open[i] << "," << bars.high[i]
-        << "," << bars.low[i] << "," << bars.close[i];
+  // The instruments' rows merged in time order (at one time, in the instruments' order).
+  std::vector<std::size_t> next(instruments.size(), 0);
+  for (;;) {
+    std::size_t s = instruments.size();
+    for (std::size_t k = 0; k < instruments.size(); ++k) {
+      if (next[k] < instruments[k].size() &&
+          (s == instruments.size() ||
+           instruments[k].timestamp_ms[next[k]] < instruments[s].timestamp_ms[next[s]]))
+        s = k;
+    }
+    if (s == instruments.size())
+      break;
+    const Bars& bars = instruments[s];
+    const std::size_t i = next[s]++;
+    out << format_iso8601_ms(bars.timestamp_ms[i]);
+    if (!symbols.empty())
+      out << "," << symbols[s];
+    out << "," << bars.open[i] << "," << bars.high[i] << "," << bars.low[i] << "," << bars.close[i];
     if (bars.has_volume())
       out << "," << bars.volume[i];
     if (bars.has_ofi())

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dqntrader/data/bars.hpp"
 
@@ -17,7 +18,7 @@ namespace dqntrader::data {
 /// act --follow` a stream.
 class CsvBarParser {
  public:
-  CsvBarParser(const std::string& source, const ColumnSelection& selection = {});
+  CsvBarParser(const std::string& source, const BarSelection& selection = {});
   ~CsvBarParser();
   CsvBarParser(const CsvBarParser&) = delete;
   CsvBarParser& operator=(const CsvBarParser&) = delete;
@@ -42,17 +43,26 @@ class CsvBarParser {
 
 /// Reads a CSV file whose first row names the columns. Required: timestamp (integer epoch
 /// seconds or milliseconds, or ISO-8601), open, high, low, close. Optional: volume, ofi,
-/// and extra numeric feature columns chosen by selection; other columns are ignored.
+/// extra numeric feature columns chosen by selection, and symbol (a file of several
+/// instruments: the rows of selection.symbol's are read, BarSelection); other columns are
+/// ignored.
 /// A UTF-8 byte-order mark and CRLF line ends are accepted; empty lines are skipped.
 ///
 /// Throws InputError "path:line:column: what" on the first problem: unreadable or empty
 /// file, binary content, missing or duplicated column, ragged row, unparsable number,
 /// NaN or infinity, a number beyond float range, a price <= 0, high < low, open or close
-/// outside [low, high], timestamps not strictly increasing. Nothing is returned then.
-Bars read_bars_csv(const std::string& path, const ColumnSelection& selection = {});
+/// outside [low, high], timestamps not strictly increasing (an instrument's own, in a file of
+/// several, naming its symbol), an empty symbol, several symbols and none chosen, a chosen
+/// symbol without rows. Nothing is returned then.
+Bars read_bars_csv(const std::string& path, const BarSelection& selection = {});
 
 /// Writes bars as CSV (timestamp as ISO-8601 UTC with milliseconds), to a temporary file
 /// renamed into place; throws Error when the file cannot be written completely.
 void write_bars_csv(const std::string& path, const Bars& bars);
+/// Several instruments' bars (the same columns each) as one CSV file with a `symbol` column
+/// after the timestamp, their rows merged in time order (at one time, in the order given):
+/// what read_bars_csv reads one instrument of.
+void write_bars_csv(const std::string& path, const std::vector<Bars>& instruments,
+                    const std::vector<std::string>& symbols);
 
 }  // namespace dqntrader::data

@@ -34,11 +34,14 @@ void check(const SynthConfig& config) {
     throw InputError(field("initial-price") + " must be positive");
   if (config.interval_ms <= 0)
     throw InputError(field("interval-seconds") + " must be at least a millisecond");
+  if (config.symbols < 1)
+    throw InputError(field("symbols") + " must be at least 1");
 }
 
-Bars generate_bars(const SynthConfig& config) {
-  check(config);
+namespace {
 
+// The market of config, its log returns plus common (when given, one value a bar).
+Bars generate(const SynthConfig& config, const std::vector<double>* common) {
   HostRng rng(config.seed);
   const std::size_t n = config.bars;
   Bars bars;
@@ -63,6 +66,8 @@ Bars generate_bars(const SynthConfig& config) {
     double log_return = t == 0 ? 0.0 : r.drift + r.phi * previous_return + r.sigma * shock;
     if (t > 0 && rng.uniform() < config.jump_probability)
       log_return += config.jump_scale * rng.normal();
+    if (common != nullptr && t > 0)
+      log_return += (*common)[t];
     log_return = std::clamp(log_return, -0.5, 0.5);
     const double close = previous_close * std::exp(log_return);
     const double open = previous_close * std::exp(0.1 * r.sigma * rng.normal());
@@ -84,6 +89,46 @@ Bars generate_bars(const SynthConfig& config) {
     previous_close = close;
   }
   return bars;
+}
+
+}  // namespace
+
+Bars generate_bars(const SynthConfig& config) {
+  check(config);
+  return generate(config, nullptr);
+}
+
+SynthPanel synth_panel(const SynthConfig& config) {
+  check(config);
+  SynthPanel panel;
+  if (config.symbols <= 1) {
+    panel.symbols = {"S1"};
+    panel.bars = {generate(config, nullptr)};
+    panel.ofi_signal = {config.ofi_signal};
+    return panel;
+  }
+  const std::size_t count = config.symbols;
+  const std::size_t planted = (count + 1) / 2;
+  const std::size_t digits = std::max<std::size_t>(2, std::to_string(count).size());
+  HostRng factor_rng(mix64(config.seed ^ 0xFAC7041ull));
+  std::vector<double> common(config.bars);
+  for (double& f : common)
+    f = 0.006 * factor_rng.normal();
+  for (std::size_t i = 0; i < count; ++i) {
+    SynthConfig own = config;
+    own.seed = mix64(config.seed + 0x9E3779B97F4A7C15ull * (i + 1));
+    own.ofi_signal = i < planted ? config.ofi_signal *
+                                       (1.0 - static_cast<double>(i) / static_cast<double>(planted))
+                                 : 0.0;
+    std::string name = std::to_string(i + 1);
+    name = "S" + std::string(digits - name.size(), '0') + name;
+    Bars bars = generate(own, &common);
+    bars.source = "synthetic(seed=" + std::to_string(config.seed) + ", " + name + ")";
+    panel.symbols.push_back(name);
+    panel.bars.push_back(std::move(bars));
+    panel.ofi_signal.push_back(own.ofi_signal);
+  }
+  return panel;
 }
 
 }  // namespace dqntrader::data

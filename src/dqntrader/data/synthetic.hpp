@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "dqntrader/data/bars.hpp"
 
@@ -26,6 +28,8 @@ struct SynthConfig {
   double persistence = 0.985;
   double jump_probability = 0.004;
   double jump_scale = 0.04;
+  // Instruments (synth_panel): 1 is the market above; several share a common factor.
+  std::size_t symbols = 1;
 };
 
 /// InputError naming the field when a setting is out of its range.
@@ -33,5 +37,18 @@ void check(const SynthConfig& config);
 
 /// Generates bars (InputError as check()); the same config gives the same bars on every machine.
 Bars generate_bars(const SynthConfig& config);
+
+/// A universe of config.symbols instruments, named S01, S02, ... (zero-padded to the count's
+/// digits), on the same timestamps. Each is the market above with a seed of its own, its log
+/// return plus a common factor f(t) ~ N(0, 0.006^2) shared by all (from the config's seed);
+/// the first ceil(S/2) carry a planted ofi signal of decreasing strength,
+/// rho_i = ofi_signal * (1 - i / ceil(S/2)) for i = 0 .. ceil(S/2) - 1, the others none
+/// (rho = 0). One instrument (symbols = 1) is generate_bars(config) itself.
+struct SynthPanel {
+  std::vector<std::string> symbols;
+  std::vector<Bars> bars;
+  std::vector<double> ofi_signal;  // each instrument's rho
+};
+SynthPanel synth_panel(const SynthConfig& config);
 
 }  // namespace dqntrader::data

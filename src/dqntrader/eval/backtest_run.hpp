@@ -24,7 +24,7 @@ namespace dqntrader::eval {
 struct BacktestPolicies {
   std::vector<std::string> paths;
   std::vector<PolicyFile> files;
-  data::ColumnSelection columns;
+  data::BarSelection columns;
   std::size_t warmup = 0;
 };
 BacktestPolicies read_backtest_policies(const std::vector<std::string>& paths);

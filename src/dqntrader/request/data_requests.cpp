@@ -19,6 +19,13 @@ Table synth_table() {
   Option bars = option("bars", Kind::whole, "number of bars", "1", std::to_string(d.bars));
   bars.least = 2;
   bars.most = std::size_t{1} << 30;
+  Option symbols = option("symbols", Kind::whole,
+                          "instruments: more than 1 writes a CSV file with a symbol column (S01, "
+                          "S02, ...) of instruments sharing a common factor, the first half with "
+                          "a planted ofi signal of falling strength, the others none",
+                          "0", std::to_string(d.symbols));
+  symbols.least = 1;
+  symbols.most = 100000;
   t.options = {
       bars,
       option("seed", Kind::whole, "random seed", "-1", std::to_string(d.seed)),
@@ -36,6 +43,7 @@ Table synth_table() {
              train::number_text(d.persistence)),
       option("jump-probability", Kind::number, "probability of a jump per bar", "2",
              train::number_text(d.jump_probability)),
+      symbols,
   };
   return t;
 }
@@ -68,6 +76,8 @@ SynthRequest synth_request(const Given& given) {
     c.persistence = number(given.text("persistence"));
   if (given.has("jump-probability"))
     c.jump_probability = number(given.text("jump-probability"));
+  if (given.has("symbols"))
+    c.symbols = whole(given.text("symbols"));
   data::check(c);
   return r;
 }

@@ -30,6 +30,14 @@ Option precision_option() {
   return o;
 }
 
+// symbol: the instrument of a bar file of several.
+Option symbol_option() {
+  return option("symbol", Kind::text,
+                "the instrument to read from a bar file of several (a CSV file with a symbol "
+                "column, one row per instrument and time); default the file's one instrument",
+                "a b");
+}
+
 Option chunk_bars_option() {
   Option o = option("chunk-bars", Kind::whole, "bars per network pass (bounds device memory)", "0",
                     std::to_string(eval::BacktestConfig{}.chunk_bars));
@@ -65,6 +73,7 @@ Table backtest_table() {
   windows.least = 1;
   t.options = {
       data,
+      symbol_option(),
       weights,
       policy,
       option("start", Kind::text,
@@ -99,6 +108,8 @@ BacktestRequest backtest_request(const Given& given, BarsFrom bars) {
   r.data = given.text("data");
   if (bars == BarsFrom::path)
     check_input("data", r.data);
+  r.symbol = given.text("symbol");
+  data::check_symbol("symbol", r.symbol);
   r.weights = given.values("weights");
   for (const std::string& path : r.weights)
     check_input("weights", path);
@@ -136,6 +147,7 @@ Table act_table() {
   t.options = {
       weights_option(),
       data,
+      symbol_option(),
       option("start", Kind::text,
              "decide at every bar from this one (a bar index or an ISO-8601 timestamp) to " +
                  field("end") + ", carrying the position; default the latest bar alone",
@@ -160,6 +172,8 @@ ActRequest act_request(const Given& given, BarsFrom bars) {
   r.data = given.text("data");
   if (bars == BarsFrom::path && r.data != "-")
     check_input("data", r.data);
+  r.symbol = given.text("symbol");
+  data::check_symbol("symbol", r.symbol);
   r.start = given.text("start");
   r.end = given.text("end");
   r.position = given.text("position", r.position);

@@ -50,7 +50,8 @@ enum class BarsFrom { path, memory };
 
 /// dqntrader backtest.
 struct BacktestRequest {
-  std::string data;  // the bar file (BarsFrom::path)
+  std::string data;    // the bar file (BarsFrom::path)
+  std::string symbol;  // its instrument, of several (data::BarSelection)
   std::vector<std::string> weights;
   eval::BacktestRequest run;
 };
@@ -60,6 +61,7 @@ BacktestRequest backtest_request(const Given& given, BarsFrom bars = BarsFrom::p
 struct ActRequest {
   std::string weights;  // the policy file (of a run's or a sweep's directory, when given one)
   std::string data;     // "-" for CSV rows on standard input
+  std::string symbol;   // its instrument, of several (data::BarSelection)
   std::string start, end, position = "flat";
   Precision precision = Precision::fp32;
   std::size_t chunk_bars = 0;

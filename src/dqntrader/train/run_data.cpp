@@ -49,9 +49,10 @@ void check_unseen(const RunData& run, const TrainConfig& config) {
 }  // namespace
 
 RunData load_run_data(const TrainConfig& config) {
-  data::ColumnSelection columns;
+  data::BarSelection columns;
   columns.names = config.feature_columns;
   columns.prefixes = config.feature_prefixes;
+  columns.symbol = config.symbol;
   // A bar file of the setting `option`: a directory given for one is named as such.
   auto load = [&columns](const char* option, const std::string& path) {
     if (std::filesystem::is_directory(path)) {

@@ -221,6 +221,12 @@ std::vector<Setting> data_settings(TrainConfig& c) {
           string("data", "bar file (CSV or .dqnbars); empty: the built-in synthetic market",
                  c.data),
           "{dir}")),
+      shared(refusing(string("symbol",
+                             "the instrument to read from bar files of several (a CSV file "
+                             "with a symbol column, one row per instrument and time); empty: "
+                             "their one instrument",
+                             c.symbol),
+                      "a b")),
       shared(refusing(
           string("val-data",
                  "separate validation bar file; empty: the last val-fraction of " + field("data"),
@@ -401,6 +407,7 @@ void validate(const TrainConfig& c) {
       }
     }
   }
+  data::check_symbol("symbol", c.symbol);
   require(c.val_fraction > 0.0 && c.val_fraction < 1.0,
           field("val-fraction") + " must lie in (0, 1)");
   require(c.test_fraction >= 0.0 && c.test_fraction < 1.0,

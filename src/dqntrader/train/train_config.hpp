@@ -22,6 +22,7 @@ namespace dqntrader::train {
 struct TrainConfig {
   // data
   std::string data;                 // bar file; empty: the built-in synthetic market
+  std::string symbol;               // the instrument of a bar file of several (data::BarSelection)
   std::string val_data;             // separate validation file; empty: the tail of data
   double val_fraction = 0.25;       // share of the bars before the test window for validation
   std::string test_data;            // separate test file; empty: the tail of the last file

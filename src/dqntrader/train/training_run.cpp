@@ -422,16 +422,21 @@ class PopulationRun {
           << "\n";
   }
 
-  // What differs between the checkpoint and this run: each member's settings, the data, the
-  // test window's bars (older checkpoints did not record them); one line each.
+  // What differs between the checkpoint and this run: each member's settings (one the
+  // checkpoint lacks, added since it was written, was its default then), the data, the test
+  // window's bars (older checkpoints did not record them); one line each.
   std::string differences_from(const RunCheckpoint& saved) const {
     const std::size_t k = m_runs.size();
+    const nlohmann::json defaults = identity(TrainConfig{});
     std::string differences;
     for (std::size_t m = 0; m < k; ++m) {
       const nlohmann::json& was = saved.members[m].settings;
       const nlohmann::json now = identity(m_configs[m]);
       for (const auto& item : now.items()) {
-        if (!was.contains(item.key()) || was[item.key()] != item.value()) {
+        const bool same = was.contains(item.key()) ? was[item.key()] == item.value()
+                                                   : defaults.contains(item.key()) &&
+                                                         defaults[item.key()] == item.value();
+        if (!same) {
           differences += "\n  " + (k > 1 ? "member " + std::to_string(m) + " " : std::string()) +
                          item.key() + ": checkpoint " +
                          (was.contains(item.key()) ? was[item.key()].dump() : "(none)") + ", now " +
