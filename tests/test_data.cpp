@@ -137,6 +137,7 @@ TEST(CsvReader, ReadsTheChosenInstrumentOfAFileOfSeveral) {
   EXPECT_EQ(a.close, (std::vector<double>{10.5, 10.25, 10.75}));
   EXPECT_EQ(a.ofi, (std::vector<double>{0.1, 0.3, 0.4}));
   EXPECT_TRUE(a.extra.empty()) << "the symbol column is not a feature";
+  EXPECT_EQ(a.source, path + "[AAA]");  // what later messages name
   data::BarSelection bbb;
   bbb.symbol = "BBB";
   const data::Bars b = data::read_bars_csv(path, bbb);

@@ -58,7 +58,8 @@ std::size_t bar_index(const std::string& name, const std::string& text, const Ba
 /// `symbol` column (bars of several instruments, one row per instrument and time), the rows
 /// of one instrument: symbol's, or, when symbol is empty, those of the file's one symbol (a
 /// file of several is refused, naming them). A file without a symbol column is one
-/// instrument, read whatever symbol says.
+/// instrument, read whatever symbol says. The bars of a file of several name their source
+/// "path[symbol]".
 struct BarSelection {
   std::vector<std::string> names;
   std::vector<std::string> prefixes;

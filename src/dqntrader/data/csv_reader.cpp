@@ -301,6 +301,7 @@ class CsvBarParser::Impl {
       if (!keeps(fields[*m_symbol], line))
         return false;
       m_row_symbol = fields[*m_symbol].text;
+      m_bars.source = m_path + "[" + m_row_symbol + "]";  // what later messages name
     }
     const std::int64_t ms = timestamp(fields[m_timestamp], line);
     if (!m_bars.timestamp_ms.empty() && ms <= m_bars.timestamp_ms.back()) {
