@@ -225,12 +225,15 @@ class Bars:
             as_array(close), as_array(volume), as_array(ofi), extra))
 
     @classmethod
-    def from_pandas(cls, df, *, columns=(), prefixes=(), source="DataFrame"):
+    def from_pandas(cls, df, *, columns=(), prefixes=(), source="DataFrame", symbol=""):
         """Bars from a DataFrame: a DatetimeIndex or a ``timestamp`` column; columns open,
         high, low, close, optionally volume and ofi, and the extra feature columns named in
         columns or starting with one of prefixes (others are ignored, as the CSV reader
-        ignores them)."""
+        ignores them). A frame of several instruments (a ``symbol`` column, or a (timestamp,
+        symbol) MultiIndex) gives the rows of symbol's, as the CSV reader does; without a
+        symbol, its one instrument's (several raise ValueError naming two)."""
         columns, prefixes = _names("columns", columns), _names("prefixes", prefixes)
+        df, source = _one_instrument(df, str(symbol), source)
         standard = [c for c in columns if c in _STANDARD_COLUMNS]
         if standard:
             raise ValueError(f"columns={columns!r}: {standard[0]!r} is a standard column (read "
@@ -246,7 +249,7 @@ class Bars:
         if missing:
             raise ValueError(f"{source}: missing column(s) {', '.join(missing)}")
         extra = {c: df[c].to_numpy(dtype=np.float64) for c in df.columns
-                 if c not in _STANDARD_COLUMNS
+                 if c not in _STANDARD_COLUMNS and c != "symbol"
                  and (c in columns or any(str(c).startswith(p) for p in prefixes if p))}
         missing = [c for c in columns if c not in df.columns]
         if missing:
@@ -317,6 +320,33 @@ class Bars:
     def save(self, path):
         """Writes the bars as CSV, or as a .dqnbars cache when path ends so (atomically)."""
         self._core.save(os.fspath(path))
+
+
+def _one_instrument(df, symbol, source):
+    """The rows of one instrument of a DataFrame of several (Bars.from_pandas), and its source
+    as path[symbol]; a frame of one instrument as it is."""
+    import pandas as pd
+    multi = isinstance(df.index, pd.MultiIndex) and "symbol" in df.index.names
+    if "symbol" in df.columns:
+        symbols = df["symbol"].astype(str).to_numpy()
+    elif multi:
+        symbols = df.index.get_level_values("symbol").astype(str).to_numpy()
+    else:
+        return df, source
+    held = list(dict.fromkeys(symbols))
+    if not symbol:
+        if len(held) > 1:
+            raise ValueError(f"{source} holds several instruments ({held[0]!r}, {held[1]!r}, "
+                             "...): choose one with symbol=")
+        symbol = held[0] if held else ""
+    chosen = symbols == symbol
+    if not chosen.any():
+        raise ValueError(f"{source}: no rows of symbol {symbol!r} (it holds "
+                         f"{', '.join(repr(h) for h in held[:8])})")
+    df = df[chosen]
+    if multi:
+        df = df.droplevel("symbol")
+    return df, f"{source}[{symbol}]"
 
 
 def synth(bars=None, **options):

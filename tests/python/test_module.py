@@ -395,6 +395,23 @@ def test_a_universe_is_the_commands_each_symbol_from_its_file(tmp_path):
         dqntrader.Bars.from_file(tmp_path / "u.csv", symbol="a b")
 
 
+def test_a_frame_of_several_instruments_gives_the_chosen_ones_rows(tmp_path):
+    cli("synth", "--bars", 300, "--seed", 4, "--symbols", 3, "--out", tmp_path / "u.csv")
+    long = pd.read_csv(tmp_path / "u.csv", float_precision="round_trip")
+    indexed = long.assign(timestamp=pd.to_datetime(long["timestamp"])).set_index(
+        ["timestamp", "symbol"])
+    for symbol in ("S01", "S03"):
+        from_file = dqntrader.Bars.from_file(tmp_path / "u.csv", symbol=symbol)
+        for frame in (long, indexed):
+            bars = dqntrader.Bars.from_pandas(frame, symbol=symbol)
+            assert bars.fingerprint == from_file.fingerprint
+            assert bars.source == f"DataFrame[{symbol}]"
+    with pytest.raises(ValueError, match="holds several instruments \\('S01', 'S02'"):
+        dqntrader.Bars.from_pandas(long)
+    with pytest.raises(ValueError, match="no rows of symbol 'S9'"):
+        dqntrader.Bars.from_pandas(indexed, symbol="S9")
+
+
 def run_python(code, timeout=120):
     """code in a fresh interpreter with this module's path; its exit status and output."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
