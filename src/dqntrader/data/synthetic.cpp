@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
+#include <sstream>
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/random.hpp"
@@ -120,8 +122,9 @@ SynthPanel synth_panel(const SynthConfig& config) {
     own.ofi_signal = i < planted ? config.ofi_signal *
                                        (1.0 - static_cast<double>(i) / static_cast<double>(planted))
                                  : 0.0;
-    std::string name = std::to_string(i + 1);
-    name = "S" + std::string(digits - name.size(), '0') + name;
+    std::ostringstream numbered;
+    numbered << 'S' << std::setw(static_cast<int>(digits)) << std::setfill('0') << i + 1;
+    const std::string name = numbered.str();
     Bars bars = generate(own, &common);
     bars.source = "synthetic(seed=" + std::to_string(config.seed) + ", " + name + ")";
     panel.symbols.push_back(name);
