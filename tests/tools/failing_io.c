@@ -103,16 +103,24 @@ int open(const char* path, int flags, ...) {
   return fd;
 }
 
+/* Before a call of kind op on fd: stops the process there or makes the call fail, as asked;
+ * nonzero when the call is to fail (errno set). */
+static int refused(int fd, const char* op) {
+  if (fd >= 0 && fd < MAX_FD && stop_watched[fd])
+    maybe_stop(op);
+  if (fd >= 0 && fd < MAX_FD && watched[fd] && should_fail(op)) {
+    errno = failure_errno();
+    return 1;
+  }
+  return 0;
+}
+
 ssize_t write(int fd, const void* data, size_t bytes) {
   static ssize_t (*real)(int, const void*, size_t) = NULL;
   if (!real)
     real = (ssize_t(*)(int, const void*, size_t))dlsym(RTLD_NEXT, "write");
-  if (fd >= 0 && fd < MAX_FD && stop_watched[fd])
-    maybe_stop("write");
-  if (fd >= 0 && fd < MAX_FD && watched[fd] && should_fail("write")) {
-    errno = failure_errno();
+  if (refused(fd, "write"))
     return -1;
-  }
   return real(fd, data, bytes);
 }
 
@@ -121,12 +129,8 @@ ssize_t writev(int fd, const struct iovec* pieces, int count) {
   static ssize_t (*real)(int, const struct iovec*, int) = NULL;
   if (!real)
     real = (ssize_t(*)(int, const struct iovec*, int))dlsym(RTLD_NEXT, "writev");
-  if (fd >= 0 && fd < MAX_FD && stop_watched[fd])
-    maybe_stop("write");
-  if (fd >= 0 && fd < MAX_FD && watched[fd] && should_fail("write")) {
-    errno = failure_errno();
+  if (refused(fd, "write"))
     return -1;
-  }
   return real(fd, pieces, count);
 }
 
@@ -134,12 +138,8 @@ int fsync(int fd) {
   static int (*real)(int) = NULL;
   if (!real)
     real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-  if (fd >= 0 && fd < MAX_FD && stop_watched[fd])
-    maybe_stop("fsync");
-  if (fd >= 0 && fd < MAX_FD && watched[fd] && should_fail("fsync")) {
-    errno = failure_errno();
+  if (refused(fd, "fsync"))
     return -1;
-  }
   return real(fd);
 }
 
