@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "dqntrader/core/error.hpp"
@@ -140,7 +141,7 @@ class CsvBarParser::Impl {
     const std::string_view text = symbol.text;
     if (text.empty())
       fail(line, symbol.column, "empty symbol");
-    if (std::find(m_seen.begin(), m_seen.end(), text) == m_seen.end())
+    if (m_seen_set.emplace(text).second)
       m_seen.emplace_back(text);
     if (!m_selection.symbol.empty())
       return text == m_selection.symbol;
@@ -150,8 +151,10 @@ class CsvBarParser::Impl {
                std::to_string(m_first_symbol_line) + ", '" + std::string(text) +
                "' here): choose one with " + field("symbol"));
     }
-    if (m_first_symbol_line == 0)
+    if (m_first_symbol_line == 0) {
       m_first_symbol_line = line;
+      m_bars.source = m_path + "[" + std::string(text) + "]";  // what later messages name
+    }
     return true;
   }
 
@@ -209,6 +212,8 @@ class CsvBarParser::Impl {
       }
     }
     m_bars.source = m_path;
+    if (m_symbol && !m_selection.symbol.empty())
+      m_bars.source = m_path + "[" + m_selection.symbol + "]";  // what later messages name
   }
 
   double number(const Field& f, std::size_t line, std::size_t column_index) const {
@@ -301,7 +306,6 @@ class CsvBarParser::Impl {
       if (!keeps(fields[*m_symbol], line))
         return false;
       m_row_symbol = fields[*m_symbol].text;
-      m_bars.source = m_path + "[" + m_row_symbol + "]";  // what later messages name
     }
     const std::int64_t ms = timestamp(fields[m_timestamp], line);
     if (!m_bars.timestamp_ms.empty() && ms <= m_bars.timestamp_ms.back()) {
@@ -351,7 +355,8 @@ class CsvBarParser::Impl {
   std::vector<std::string> m_names;
   std::size_t m_timestamp = 0, m_open = 0, m_high = 0, m_low = 0, m_close = 0;
   std::optional<std::size_t> m_volume, m_ofi, m_symbol;
-  std::vector<std::string> m_seen;  // the symbols seen, in their first rows' order
+  std::vector<std::string> m_seen;             // the symbols seen, in their first rows' order
+  std::unordered_set<std::string> m_seen_set;  // the same, to look a row's up
   std::size_t m_first_symbol_line = 0;
   std::string m_row_symbol;  // the symbol of the row being read (for messages)
   std::vector<std::size_t> m_extra_index;

@@ -1,5 +1,6 @@
 #include "dqntrader/io/snapshot.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -45,14 +46,9 @@ char* Snapshot::reserve(std::size_t bytes) {
   const auto start = std::chrono::steady_clock::now();
   {
     std::unique_lock<std::mutex> lock(pool.mutex);
-    auto free_one = [&] {
-      for (std::size_t i = 0; i < pool.held.size(); ++i) {
-        if (!pool.held[i])
-          return true;
-      }
-      return false;
-    };
-    pool.returned.wait(lock, free_one);
+    pool.returned.wait(lock, [&] {
+      return std::find(pool.held.begin(), pool.held.end(), false) != pool.held.end();
+    });
     // Of the free buffers, one large enough, else the largest (grown below).
     std::size_t pick = pool.held.size();
     for (std::size_t i = 0; i < pool.held.size(); ++i) {
