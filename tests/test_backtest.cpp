@@ -644,6 +644,54 @@ TEST(Metrics, RandomPathsMatchTheOracle) {
   }
 }
 
+// Paths over a window of several blocks (kBlockBars bars a team), evaluated together in one
+// launch: each gets the numbers it gets alone, bit for bit (the cut into blocks depends on the
+// window alone), and the oracle's; the per-bar returns left for the selection statistics are
+// the ones the metrics are made from.
+TEST(Metrics, PathsTogetherGetTheirNumbersAloneAcrossBlocks) {
+  const std::uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(testing::seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const std::size_t n = 3 * eval::kBlockBars + 17, count = 5;
+  data::SynthConfig synth;
+  synth.bars = n + 1;
+  synth.seed = seed;
+  const data::Bars bars = data::generate_bars(synth);
+  const eval::BacktestConfig config;
+  std::vector<std::int8_t> all(count * n);
+  for (std::size_t k = 0; k < count; ++k) {
+    int current = 1;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (rng() % (k + 2) == 0)
+        current = static_cast<int>(rng() % 3);
+      all[k * n + i] = static_cast<std::int8_t>(current);
+    }
+  }
+  const ExecSpace space;
+  const auto close = upload(bars.close);
+  const auto paths = upload(all);
+  const eval::MetricsEngine engine(space, close, config, n);
+  Kokkos::View<WindowMetrics*, DeviceMemory> results("results", count);
+  Kokkos::View<double*, DeviceMemory> returns("returns", count * n);
+  engine.enqueue_returns(space, 0, eval::Paths{paths, n, count, n}, results, returns.data(), n);
+  const auto together = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), results);
+  const auto per_bar = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), returns);
+  eval::PathEvaluator alone(space, close, config, n);
+  for (std::size_t k = 0; k < count; ++k) {
+    SCOPED_TRACE("path " + std::to_string(k));
+    const std::vector<int> path(all.begin() + k * n, all.begin() + (k + 1) * n);
+    const auto one = Kokkos::subview(paths, std::make_pair(k * n, (k + 1) * n));
+    expect_same(together(k), alone.evaluate(0, one));
+    expect_metrics(together(k),
+                   oracle::metrics(bars.close, to_positions(path, config.positions), config.cost,
+                                   config.bars_per_year, config.risk_free),
+                   1e-12);
+    const eval::PathDetail detail = alone.detail(0, one);
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(per_bar(k * n + i), detail.returns[i]) << "bar " << i;
+  }
+}
+
 // A policy that profits from almost every bar of a long window: its equity passes the largest
 // double (near 1e400 here), so total_return is +inf, as the true value is, while log_return,
 // CAGR, Calmar and every other metric stay finite and agree with the long double oracle.

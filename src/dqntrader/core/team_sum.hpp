@@ -7,6 +7,7 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <cstddef>
 
 #include "dqntrader/core/types.hpp"
 
@@ -67,6 +68,36 @@ KOKKOS_INLINE_FUNCTION bool last_to_arrive(const Member& member, int* counter, i
   if (last)
     Kokkos::memory_fence();  // nothing read below is older than the other teams' writes
   return last != 0;
+}
+
+/// The inclusive scan across a team of values[0 .. team size), in rank order: combine(earlier,
+/// later) must be associative, not commutative (Hillis-Steele, log2 of the team size steps).
+/// Every thread of the team calls this once it has written values[its rank]; on return
+/// values[t] holds entries 0 .. t combined.
+template <class Member, class T, class Combine>
+KOKKOS_INLINE_FUNCTION void team_inclusive_scan(const Member& member, T* values,
+                                                const Combine& combine) {
+  const int threads = member.team_size(), t = member.team_rank();
+  for (int offset = 1; offset < threads; offset *= 2) {
+    member.team_barrier();
+    T v = values[t];
+    if (t >= offset)
+      v = combine(values[t - offset], v);
+    member.team_barrier();
+    values[t] = v;
+  }
+  member.team_barrier();
+}
+
+/// Thread t's share [lo, hi) of n consecutive items cut into `threads` runs in rank order
+/// (the last runs may be empty).
+struct ThreadRun {
+  std::size_t lo, hi;
+};
+KOKKOS_INLINE_FUNCTION ThreadRun thread_run(std::size_t n, int threads, int t) {
+  const std::size_t run = (n + static_cast<std::size_t>(threads) - 1) / threads;
+  const std::size_t lo = run * t < n ? run * t : n;
+  return ThreadRun{lo, lo + run < n ? lo + run : n};
 }
 
 /// The team size these sums run with: a power of two that fills a CUDA block, one thread

@@ -36,9 +36,7 @@ BacktestEvaluator::BacktestEvaluator(const ExecSpace& space, const data::Feature
                config.flat_index()),
       m_metrics(space, features.close(), config, window.returns()),
       m_results(Kokkos::view_alloc(space, std::string("dqntrader::eval::results")), max_policies),
-      m_graph_parameters(
-          Kokkos::view_alloc(space, std::string("dqntrader::eval::graph_parameters")), max_policies,
-          m_parameter_count) {
+      m_max_policies(max_policies) {
   validate(config);
   if (spec.positions != config.positions.size()) {
     throw InputError("the network has " + std::to_string(spec.positions) +
@@ -76,8 +74,7 @@ void BacktestEvaluator::enqueue(const ParameterRows& parameters, const BarRange&
   }
   const std::size_t n = range.returns();
   m_policy.enqueue(m_space, parameters, range.begin, n);
-  for (std::size_t k = 0; k < parameters.extent(0); ++k)
-    m_metrics.enqueue(m_space, range.begin, m_policy.path(k, n), m_results, k);
+  m_metrics.enqueue(m_space, range.begin, m_policy.paths(parameters.extent(0), n), m_results, 0);
 }
 
 WindowMetrics BacktestEvaluator::evaluate(const Parameters& parameters) {
@@ -102,13 +99,20 @@ std::vector<std::vector<WindowMetrics>> BacktestEvaluator::walk_forward(
 
 std::vector<WindowMetrics> BacktestEvaluator::evaluate_graphed(const ParameterRows& parameters) {
   const std::size_t count = parameters.extent(0);
-  if (parameters.extent(1) != m_parameter_count || count == 0 ||
-      count > m_graph_parameters.extent(0) || (m_graph.captured() && count != m_graph_policies)) {
-    throw InputError(
-        std::to_string(count) + " parameter vectors of " + std::to_string(parameters.extent(1)) +
-        " values; the network has " + std::to_string(m_parameter_count) +
-        " and the recorded evaluation takes " +
-        std::to_string(m_graph.captured() ? m_graph_policies : m_graph_parameters.extent(0)));
+  if (parameters.extent(1) != m_parameter_count || count == 0 || count > m_max_policies ||
+      (m_graph.captured() && count != m_graph_policies)) {
+    throw InputError(std::to_string(count) + " parameter vectors of " +
+                     std::to_string(parameters.extent(1)) + " values; the network has " +
+                     std::to_string(m_parameter_count) + " and the recorded evaluation takes " +
+                     std::to_string(m_graph.captured() ? m_graph_policies : m_max_policies));
+  }
+  // The recording's input, allocated by the first call (an evaluator that never records
+  // takes none).
+  if (m_graph_parameters.extent(0) == 0) {
+    m_graph_parameters = Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory>(
+        Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing,
+                           std::string("dqntrader::eval::graph_parameters")),
+        count, m_parameter_count);
   }
   const auto input = m_graph_parameters;
   const std::size_t size = m_parameter_count;
@@ -142,10 +146,8 @@ void BacktestEvaluator::enqueue_returns(const ParameterRows& parameters,
                      std::to_string(m_results.extent(0)) + " policies)");
   }
   m_policy.enqueue(m_space, parameters, m_window.begin, n);
-  for (std::size_t k = 0; k < count; ++k) {
-    m_metrics.enqueue_returns(m_space, m_window.begin, m_policy.path(k, n),
-                              returns.data() + (first_column + k) * returns.stride(1));
-  }
+  m_metrics.enqueue_returns(m_space, m_window.begin, m_policy.paths(count, n), m_results,
+                            returns.data() + first_column * returns.stride(1), returns.stride(1));
 }
 
 PathDetail BacktestEvaluator::path_detail(const Parameters& parameters) {

@@ -4,6 +4,7 @@
 
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/team_sum.hpp"
 
 namespace dqntrader::eval {
 
@@ -57,16 +58,11 @@ KOKKOS_INLINE_FUNCTION double value_of(const SignedLog& a) {
 //    running product at any bar of the segment (relative to the segment's start), each a
 //    SignedLog;
 //  - trades: a segmented sum that restarts where a trade opens.
-// Composition is not commutative, and Kokkos' scans may join partial results in either
-// order (the CUDA backend does), so each segment carries the index of its first bar and
-// combine() orders its operands by it: the join is then commutative by construction.
+// Composition is not commutative: combine() takes the earlier segment first.
 struct Segment {
   double prod_log, high_log, low_log, trade;
-  long long first;  // index of the segment's first bar; the empty segment has max
   int prod_sign, high_sign, low_sign, restart;
 };
-
-constexpr long long empty_first = 0x7fffffffffffffffLL;
 
 KOKKOS_INLINE_FUNCTION SignedLog prod_of(const Segment& s) {
   return SignedLog{s.prod_log, s.prod_sign};
@@ -80,12 +76,10 @@ KOKKOS_INLINE_FUNCTION SignedLog low_of(const Segment& s) {
 
 KOKKOS_INLINE_FUNCTION Segment identity_segment() {
   const double inf = compat::infinity();
-  return Segment{0.0, inf, inf, 0.0, empty_first, 1, -1, 1, 0};
+  return Segment{0.0, inf, inf, 0.0, 1, -1, 1, 0};
 }
 
-KOKKOS_INLINE_FUNCTION Segment combine(const Segment& x, const Segment& y) {
-  const Segment& earlier = x.first <= y.first ? x : y;
-  const Segment& later = x.first <= y.first ? y : x;
+KOKKOS_INLINE_FUNCTION Segment combine(const Segment& earlier, const Segment& later) {
   const SignedLog prod = prod_of(earlier);
   const SignedLog scaled_high = times(prod, prod.sign >= 0 ? high_of(later) : low_of(later));
   const SignedLog scaled_low = times(prod, prod.sign >= 0 ? low_of(later) : high_of(later));
@@ -101,27 +95,7 @@ KOKKOS_INLINE_FUNCTION Segment combine(const Segment& x, const Segment& y) {
   s.low_sign = low.sign;
   s.trade = later.restart ? later.trade : earlier.trade + later.trade;
   s.restart = earlier.restart | later.restart;
-  s.first = earlier.first;
   return s;
-}
-
-template <class V>
-KOKKOS_INLINE_FUNCTION Segment load(V& v) {
-  return Segment{v.prod_log,  v.high_log,  v.low_log,  v.trade,  v.first,
-                 v.prod_sign, v.high_sign, v.low_sign, v.restart};
-}
-
-template <class V>
-KOKKOS_INLINE_FUNCTION void assign(V& v, const Segment& s) {
-  v.prod_log = s.prod_log;
-  v.high_log = s.high_log;
-  v.low_log = s.low_log;
-  v.trade = s.trade;
-  v.first = s.first;
-  v.prod_sign = s.prod_sign;
-  v.high_sign = s.high_sign;
-  v.low_sign = s.low_sign;
-  v.restart = s.restart;
 }
 
 KOKKOS_INLINE_FUNCTION int sign(double x) {
@@ -137,14 +111,14 @@ struct Bar {
 struct BarInputs {
   Kokkos::View<const double*, DeviceMemory> close;
   Kokkos::View<const double*, DeviceMemory> positions;
-  Kokkos::View<const std::int8_t*, DeviceMemory> path;
+  const std::int8_t* path;  // the decisions: path[i] indexes positions
   std::size_t begin;
   double cost;
 
   KOKKOS_INLINE_FUNCTION Bar operator()(const std::size_t i) const {
     Bar b;
-    b.p = positions(path(i));
-    b.previous = i == 0 ? 0.0 : positions(path(i - 1));
+    b.p = positions(path[i]);
+    b.previous = i == 0 ? 0.0 : positions(path[i - 1]);
     const double price_return = close(begin + i + 1) / close(begin + i) - 1.0;
     b.cost = cost * kmath::fabs(b.p - b.previous);
     b.net_return = b.p * price_return - b.cost;
@@ -156,56 +130,31 @@ struct BarInputs {
   KOKKOS_INLINE_FUNCTION double price_return(const std::size_t i) const {
     return close(begin + i + 1) / close(begin + i) - 1.0;
   }
-};
 
-// The inclusive scan over bars: equity (and its logarithm), drawdown and the pnl of every
-// trade that closes.
-struct EquityScan {
-  using value_type = Segment;
-  BarInputs in;
-  Kokkos::View<double*, DeviceMemory> returns, equity, log_equity, drawdown, trade_pnl;
-  std::size_t n;
-
-  KOKKOS_INLINE_FUNCTION void init(Segment& v) const { v = identity_segment(); }
-  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE Segment& dst,
-                                   const DQNTRADER_JOIN_VOLATILE Segment& src) const {
-    assign(dst, combine(load(dst), load(src)));
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, Segment& update,
-                                         const bool final) const {
-    const Bar b = in(i);
-    if (final) {
-      // update holds bars 0 .. i-1: a trade closing here ends with the segment sum so far,
-      // minus the cost of leaving it (c |p_{t-1}|, charged at this bar).
-      trade_pnl(i) =
-          b.closes ? update.trade - in.cost * kmath::fabs(b.previous) : compat::quiet_nan();
-    }
+  // Bar i as a segment of one bar: its growth factor, and its part of the trade held over it
+  // (the price move, minus the part of this bar's cost that belongs to that trade: on a flip,
+  // c |p_t| for the new trade).
+  KOKKOS_INLINE_FUNCTION Segment segment(const std::size_t i, const Bar& b) const {
     const SignedLog x = growth(b.net_return);
     Segment element;
     element.prod_log = element.high_log = element.low_log = x.log;
     element.prod_sign = element.high_sign = element.low_sign = x.sign;
-    // The bar's contribution to the trade held over it: the price move, minus the part of
-    // this bar's cost that belongs to that trade (on a flip, c |p_t| for the new trade).
-    const double flip_cost = in.cost * kmath::fabs(b.p);
-    element.trade = b.p == 0.0 ? 0.0 : b.p * in.price_return(i) - (b.closes ? flip_cost : b.cost);
+    const double flip_cost = cost * kmath::fabs(b.p);
+    element.trade = b.p == 0.0 ? 0.0 : b.p * price_return(i) - (b.closes ? flip_cost : b.cost);
     element.restart = b.opens ? 1 : 0;
-    element.first = static_cast<long long>(i);
-    const Segment inclusive = combine(update, element);
-    update = inclusive;
-    if (final) {
-      returns(i) = b.net_return;
-      const SignedLog e = prod_of(inclusive);
-      equity(i) = value_of(e);  // +-inf beyond the range of a double; log_equity holds it
-      log_equity(i) = e.log;
-      const SignedLog one{0.0, 1};  // E_0 = 1 counts
-      const SignedLog peak = less(high_of(inclusive), one) ? one : high_of(inclusive);
-      drawdown(i) = ratio_minus_one(e, peak);
-    }
+    return element;
   }
 };
 
-template <class V>
-KOKKOS_INLINE_FUNCTION void add_sums(V& dst, const MetricSums& src) {
+KOKKOS_INLINE_FUNCTION MetricSums empty_sums() {
+  MetricSums s{};
+  s.min_drawdown = 0.0;  // t = 0: E_0 / E_0 - 1
+  s.lowest_return = compat::infinity();
+  s.highest_return = -compat::infinity();
+  return s;
+}
+
+KOKKOS_INLINE_FUNCTION void add_sums(MetricSums& dst, const MetricSums& src) {
   dst.sum_excess += src.sum_excess;
   dst.sum_downside += src.sum_downside;
   dst.sum_turnover += src.sum_turnover;
@@ -224,144 +173,306 @@ KOKKOS_INLINE_FUNCTION void add_sums(V& dst, const MetricSums& src) {
     dst.highest_return = src.highest_return;
 }
 
-template <class V>
-KOKKOS_INLINE_FUNCTION MetricSums load_sums(V& v) {
-  MetricSums s{};
-  s.sum_excess = v.sum_excess;
-  s.sum_downside = v.sum_downside;
-  s.sum_turnover = v.sum_turnover;
-  s.exposed = v.exposed;
-  s.sum_cost = v.sum_cost;
-  s.min_drawdown = v.min_drawdown;
-  s.closed = v.closed;
-  s.wins = v.wins;
-  s.losses = v.losses;
-  s.sum_wins = v.sum_wins;
-  s.sum_losses = v.sum_losses;
-  s.lowest_return = v.lowest_return;
-  s.highest_return = v.highest_return;
-  return s;
+// What bar i adds to the sums: its net return r, position, trade and the drawdown after it.
+KOKKOS_INLINE_FUNCTION void add_bar(MetricSums& s, const Bar& b, double drawdown, double pnl,
+                                    double risk_free, double cost) {
+  const double excess = b.net_return - risk_free;
+  s.sum_excess += excess;
+  if (b.net_return < s.lowest_return)
+    s.lowest_return = b.net_return;
+  if (b.net_return > s.highest_return)
+    s.highest_return = b.net_return;
+  if (excess < 0.0)
+    s.sum_downside += excess * excess;
+  const double traded = kmath::fabs(b.p - b.previous);
+  s.sum_turnover += traded;
+  s.sum_cost += cost * traded;
+  if (b.p != 0.0)
+    s.exposed += 1.0;
+  if (drawdown < s.min_drawdown)
+    s.min_drawdown = drawdown;
+  if (!compat::is_nan(pnl)) {
+    s.closed += 1.0;
+    if (pnl > 0.0) {
+      s.wins += 1.0;
+      s.sum_wins += pnl;
+    } else if (pnl < 0.0) {
+      s.losses += 1.0;
+      s.sum_losses += pnl;
+    }
+  }
 }
 
-// First pass over the scanned bars: every sum that needs no mean.
-struct FirstPass {
-  using value_type = MetricSums;
-  BarInputs in;
-  Kokkos::View<const double*, DeviceMemory> returns, drawdown, trade_pnl;
-  double risk_free;
-
-  KOKKOS_INLINE_FUNCTION void init(MetricSums& s) const {
-    s = MetricSums{};
-    s.min_drawdown = 0.0;  // t = 0: E_0 / E_0 - 1
-    s.lowest_return = compat::infinity();
-    s.highest_return = -compat::infinity();
-  }
-  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE MetricSums& dst,
-                                   const DQNTRADER_JOIN_VOLATILE MetricSums& src) const {
-    add_sums(dst, load_sums(src));
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, MetricSums& s) const {
-    const double excess = returns(i) - risk_free;
-    s.sum_excess += excess;
-    if (returns(i) < s.lowest_return)
-      s.lowest_return = returns(i);
-    if (returns(i) > s.highest_return)
-      s.highest_return = returns(i);
-    if (excess < 0.0)
-      s.sum_downside += excess * excess;
-    const double p = in.positions(in.path(i));
-    const double previous = i == 0 ? 0.0 : in.positions(in.path(i - 1));
-    const double traded = kmath::fabs(p - previous);
-    s.sum_turnover += traded;
-    s.sum_cost += in.cost * traded;
-    if (p != 0.0)
-      s.exposed += 1.0;
-    if (drawdown(i) < s.min_drawdown)
-      s.min_drawdown = drawdown(i);
-    const double pnl = trade_pnl(i);
-    if (!compat::is_nan(pnl)) {
-      s.closed += 1.0;
-      if (pnl > 0.0) {
-        s.wins += 1.0;
-        s.sum_wins += pnl;
-      } else if (pnl < 0.0) {
-        s.losses += 1.0;
-        s.sum_losses += pnl;
-      }
-    }
-  }
-};
-
-// Second pass: squared deviations from the mean the first pass left on the device.
-struct SecondPass {
-  using value_type = double;
-  Kokkos::View<const double*, DeviceMemory> returns;
-  Kokkos::View<const MetricSums, DeviceMemory> sums;
-  double risk_free;
-  double count;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, double& squares) const {
-    const double d = returns(i) - risk_free - sums().sum_excess / count;
-    squares += d * d;
-  }
-};
-
-struct Finalize {
-  Kokkos::View<const MetricSums, DeviceMemory> sums;
-  Kokkos::View<const double*, DeviceMemory> equity, log_equity;
-  Kokkos::View<const double, DeviceMemory> squares;
-  Kokkos::View<WindowMetrics*, DeviceMemory> results;
-  std::size_t slot, n;
-  double bars_per_year;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const int) const {
-    const double nan = compat::quiet_nan();
-    const MetricSums s = sums();
-    WindowMetrics m;
-    m.bars = static_cast<std::int64_t>(n);
-    const double count = static_cast<double>(n);
-    // E_N / E_0 from its sign and logarithm: finite metrics wherever the true values are.
-    const SignedLog final_equity = n > 0 ? SignedLog{log_equity(n - 1), equity(n - 1) > 0.0   ? 1
-                                                                        : equity(n - 1) < 0.0 ? -1
-                                                                                              : 0}
-                                         : SignedLog{0.0, 1};
-    m.log_return = final_equity.sign > 0 ? final_equity.log
-                                         : (final_equity.sign == 0 ? -compat::infinity() : nan);
-    m.total_return = ratio_minus_one(final_equity, SignedLog{0.0, 1});
-    m.cagr = n > 0 && final_equity.sign > 0 ? kmath::expm1(final_equity.log * bars_per_year / count)
-                                            : nan;
-    const double mean = n > 0 ? s.sum_excess / count : nan;
-    // Returns that are all the same do not vary: their deviations from the mean computed of
-    // them are rounding, not volatility.
-    const bool constant = s.lowest_return == s.highest_return;
-    const double stdev = n > 1 ? (constant ? 0.0 : kmath::sqrt(squares() / (count - 1.0))) : nan;
-    const double root_a = kmath::sqrt(bars_per_year);
-    m.annual_volatility = stdev * root_a;
-    m.sharpe = n > 1 && stdev > 0.0 ? mean / stdev * root_a : nan;
-    const double downside = n > 0 ? kmath::sqrt(s.sum_downside / count) : 0.0;
-    m.sortino = downside > 0.0 ? root_a * mean / downside : nan;
-    m.max_drawdown = s.min_drawdown;
-    m.calmar = s.min_drawdown < 0.0 ? m.cagr / kmath::fabs(s.min_drawdown) : nan;
-    m.trades_closed = static_cast<std::int64_t>(s.closed);
-    if (s.closed > 0.0) {
-      m.win_rate = s.wins / s.closed;
-      if (s.sum_losses < 0.0) {
-        m.profit_factor = s.sum_wins / kmath::fabs(s.sum_losses);
-      } else {
-        m.profit_factor = s.sum_wins > 0.0 ? compat::infinity() : nan;
-      }
-      const double mean_win = s.wins > 0.0 ? s.sum_wins / s.wins : 0.0;
-      const double mean_loss = s.losses > 0.0 ? s.sum_losses / s.losses : 0.0;
-      m.expectancy = m.win_rate * mean_win - (1.0 - m.win_rate) * kmath::fabs(mean_loss);
+// The metrics from the sums, the sum of squared deviations of the excess returns from their
+// mean and the final equity E_N / E_0 (docs/METRICS.md).
+KOKKOS_INLINE_FUNCTION WindowMetrics finish(const MetricSums& s, double squares,
+                                            const SignedLog& final_equity, std::size_t n,
+                                            double bars_per_year) {
+  const double nan = compat::quiet_nan();
+  WindowMetrics m;
+  m.bars = static_cast<std::int64_t>(n);
+  const double count = static_cast<double>(n);
+  m.log_return = final_equity.sign > 0 ? final_equity.log
+                                       : (final_equity.sign == 0 ? -compat::infinity() : nan);
+  m.total_return = ratio_minus_one(final_equity, SignedLog{0.0, 1});
+  m.cagr =
+      n > 0 && final_equity.sign > 0 ? kmath::expm1(final_equity.log * bars_per_year / count) : nan;
+  const double mean = n > 0 ? s.sum_excess / count : nan;
+  // Returns that are all the same do not vary: their deviations from the mean computed of
+  // them are rounding, not volatility.
+  const bool constant = s.lowest_return == s.highest_return;
+  const double stdev = n > 1 ? (constant ? 0.0 : kmath::sqrt(squares / (count - 1.0))) : nan;
+  const double root_a = kmath::sqrt(bars_per_year);
+  m.annual_volatility = stdev * root_a;
+  m.sharpe = n > 1 && stdev > 0.0 ? mean / stdev * root_a : nan;
+  const double downside = n > 0 ? kmath::sqrt(s.sum_downside / count) : 0.0;
+  m.sortino = downside > 0.0 ? root_a * mean / downside : nan;
+  m.max_drawdown = s.min_drawdown;
+  m.calmar = s.min_drawdown < 0.0 ? m.cagr / kmath::fabs(s.min_drawdown) : nan;
+  m.trades_closed = static_cast<std::int64_t>(s.closed);
+  if (s.closed > 0.0) {
+    m.win_rate = s.wins / s.closed;
+    if (s.sum_losses < 0.0) {
+      m.profit_factor = s.sum_wins / kmath::fabs(s.sum_losses);
     } else {
-      m.win_rate = nan;
-      m.profit_factor = nan;
-      m.expectancy = nan;
+      m.profit_factor = s.sum_wins > 0.0 ? compat::infinity() : nan;
     }
-    m.turnover = n > 0 ? s.sum_turnover / count : nan;
-    m.exposure = n > 0 ? s.exposed / count : nan;
-    m.total_cost = s.sum_cost;
-    results(slot) = m;
+    const double mean_win = s.wins > 0.0 ? s.sum_wins / s.wins : 0.0;
+    const double mean_loss = s.losses > 0.0 ? s.sum_losses / s.losses : 0.0;
+    m.expectancy = m.win_rate * mean_win - (1.0 - m.win_rate) * kmath::fabs(mean_loss);
+  } else {
+    m.win_rate = nan;
+    m.profit_factor = nan;
+    m.expectancy = nan;
+  }
+  m.turnover = n > 0 ? s.sum_turnover / count : nan;
+  m.exposure = n > 0 ? s.exposed / count : nan;
+  m.total_cost = s.sum_cost;
+  return m;
+}
+
+// A thread's slot of its team's scratch: a segment (the scans), sums, squares.
+union TeamSlot {
+  Segment segment;
+  MetricSums sums;
+  double squares;
+};
+
+// What one block of a path leaves for the path's last block to finish: its sums, its squared
+// deviations from its own mean excess return, and, in the path's last block, E_N / E_0.
+struct BlockPartial {
+  MetricSums sums;
+  double squares;
+  double final_log;
+  int final_sign;
+};
+
+using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+using TeamMember = TeamPolicy::member_type;
+
+KOKKOS_INLINE_FUNCTION TeamSlot segment_slot(const Segment& segment) {
+  TeamSlot slot;
+  slot.segment = segment;
+  return slot;
+}
+
+// The scans' combination of slots.
+struct CombineSegments {
+  KOKKOS_INLINE_FUNCTION TeamSlot operator()(const TeamSlot& earlier, const TeamSlot& later) const {
+    return segment_slot(combine(earlier.segment, later.segment));
+  }
+};
+
+// Slot t of the team joined with the slots above it in a pairwise tree over the thread ranks
+// (the same order on every run and backend): on return slot 0 holds the whole team's.
+template <class Join>
+KOKKOS_INLINE_FUNCTION void tree_join(const TeamMember& team, TeamSlot* slots, const Join& join) {
+  const int threads = team.team_size(), t = team.team_rank();
+  int width = 1;
+  while (width < threads)
+    width *= 2;
+  team.team_barrier();
+  for (int half = width / 2; half > 0; half /= 2) {
+    if (t < half && t + half < threads)
+      join(slots[t], slots[t + half]);
+    team.team_barrier();
+  }
+}
+
+// The paths of a launch cut into blocks of kBlockBars consecutive bars, a team a block (path
+// k's block b is team k blocks + b). The cut depends on the window alone, never on how many
+// paths a launch takes: a path's numbers are the same evaluated alone or among others.
+struct PathBlocks {
+  Kokkos::View<const double*, DeviceMemory> close, positions;
+  const std::int8_t* paths;  // path k at paths + k * stride
+  std::size_t stride, begin, n, blocks;
+  double cost;
+  Segment* segments;  // each block's segment (BlockSegments), path k's at k * blocks
+
+  KOKKOS_INLINE_FUNCTION BarInputs inputs(std::size_t k) const {
+    return BarInputs{close, positions, paths + k * stride, begin, cost};
+  }
+  // Block b's bars: [first, last).
+  KOKKOS_INLINE_FUNCTION std::size_t first(std::size_t b) const { return b * kBlockBars; }
+  KOKKOS_INLINE_FUNCTION std::size_t last(std::size_t b) const {
+    return (b + 1) * kBlockBars < n ? (b + 1) * kBlockBars : n;
+  }
+  // The segment of the team's thread runs of bars [lo, hi), scanned: on return slots[t]
+  // holds runs 0 .. t.
+  KOKKOS_INLINE_FUNCTION void scan_runs(const TeamMember& team, TeamSlot* slots,
+                                        const BarInputs& in, std::size_t lo, std::size_t hi) const {
+    const ThreadRun run = thread_run(hi - lo, team.team_size(), team.team_rank());
+    Segment mine = identity_segment();
+    for (std::size_t i = lo + run.lo; i < lo + run.hi; ++i)
+      mine = combine(mine, in.segment(i, in(i)));
+    slots[team.team_rank()] = segment_slot(mine);
+    team_inclusive_scan(team, slots, CombineSegments{});
+  }
+};
+
+// Each block's segment, for the blocks after it (when a path has more than one).
+struct BlockSegments {
+  PathBlocks at;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
+    const std::size_t k = static_cast<std::size_t>(team.league_rank()) / at.blocks;
+    const std::size_t b = static_cast<std::size_t>(team.league_rank()) % at.blocks;
+    TeamSlot* const slots = TeamScratch<TeamSlot>(team.team_scratch(0), team.team_size()).data();
+    at.scan_runs(team, slots, at.inputs(k), at.first(b), at.last(b));
+    if (team.team_rank() == 0)
+      at.segments[k * at.blocks + b] = slots[team.team_size() - 1].segment;
+  }
+};
+
+// The metrics of each path, a team a block: the segment of the bars before the block (the
+// blocks before it, combined across the team), the block's thread runs scanned; each thread
+// then walks its run from the segment before it, which gives every bar's equity, drawdown and
+// closed trade, and adds up its sums; the block's sums, its mean excess return, then the
+// squared deviations from it, are left for the path's last block to arrive, which finishes the
+// path's metrics (the squares of the blocks combined around the path's mean). Optionally the
+// per-bar net returns (a column a path), and for one path its equity, leave the kernel.
+struct BlockMetrics {
+  PathBlocks at;
+  double risk_free, bars_per_year;
+  BlockPartial* partials;  // path k's blocks' at k * blocks
+  int* arrivals;           // path k's blocks arrived (0 before and after the launch)
+  Kokkos::View<WindowMetrics*, DeviceMemory> results;  // path k's at first_slot + k
+  std::size_t first_slot;
+  double* returns;  // when not null: path k's r_1 .. r_N at returns + k * returns_stride
+  std::size_t returns_stride;
+  double* equity;  // when not null: E_1 .. E_N of path 0, and log |E_t| in log_equity
+  double* log_equity;
+
+  // The segment of the blocks before b, by the team.
+  KOKKOS_INLINE_FUNCTION Segment before_block(const TeamMember& team, TeamSlot* slots,
+                                              std::size_t k, std::size_t b) const {
+    if (b == 0)
+      return identity_segment();
+    const ThreadRun run = thread_run(b, team.team_size(), team.team_rank());
+    Segment mine = identity_segment();
+    for (std::size_t j = run.lo; j < run.hi; ++j)
+      mine = combine(mine, at.segments[k * at.blocks + j]);
+    slots[team.team_rank()] = segment_slot(mine);
+    team_inclusive_scan(team, slots, CombineSegments{});
+    const Segment before = slots[team.team_size() - 1].segment;
+    team.team_barrier();
+    return before;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const TeamMember& team) const {
+    const int threads = team.team_size(), t = team.team_rank();
+    const std::size_t k = static_cast<std::size_t>(team.league_rank()) / at.blocks;
+    const std::size_t b = static_cast<std::size_t>(team.league_rank()) % at.blocks;
+    TeamSlot* const slots = TeamScratch<TeamSlot>(team.team_scratch(0), threads).data();
+    const BarInputs in = at.inputs(k);
+    const std::size_t lo = at.first(b), hi = at.last(b), n = at.n;
+    const Segment block_before = before_block(team, slots, k, b);
+    at.scan_runs(team, slots, in, lo, hi);
+    Segment before = combine(block_before, t == 0 ? identity_segment() : slots[t - 1].segment);
+    team.team_barrier();
+    // The run again, from the bars before it.
+    const ThreadRun run = thread_run(hi - lo, threads, t);
+    MetricSums sums = empty_sums();
+    SignedLog final_equity{0.0, 0};
+    const SignedLog one{0.0, 1};  // E_0 = 1 counts as a peak
+    for (std::size_t i = lo + run.lo; i < lo + run.hi; ++i) {
+      const Bar bar = in(i);
+      // before holds bars 0 .. i-1: a trade closing here ends with the segment sum so far,
+      // minus the cost of leaving it (c |p_{t-1}|, charged at this bar).
+      const double pnl =
+          bar.closes ? before.trade - at.cost * kmath::fabs(bar.previous) : compat::quiet_nan();
+      before = combine(before, in.segment(i, bar));
+      const SignedLog e = prod_of(before);
+      const SignedLog peak = less(high_of(before), one) ? one : high_of(before);
+      add_bar(sums, bar, ratio_minus_one(e, peak), pnl, risk_free, at.cost);
+      if (returns != nullptr)
+        returns[k * returns_stride + i] = bar.net_return;
+      if (equity != nullptr) {
+        equity[i] = value_of(e);  // +-inf beyond the range of a double; log_equity holds it
+        log_equity[i] = e.log;
+      }
+      if (i == n - 1) {  // E_N / E_0, signed as the double E_N is
+        const double value = value_of(e);
+        final_equity = SignedLog{e.log, value > 0.0 ? 1 : (value < 0.0 ? -1 : 0)};
+      }
+    }
+    slots[t].sums = sums;
+    tree_join(team, slots,
+              [](TeamSlot& into, const TeamSlot& from) { add_sums(into.sums, from.sums); });
+    const MetricSums block = slots[0].sums;
+    const double mean = block.sum_excess / static_cast<double>(hi - lo);
+    team.team_barrier();
+    double squares = 0.0;
+    for (std::size_t i = lo + run.lo; i < lo + run.hi; ++i) {
+      const double d = in(i).net_return - risk_free - mean;
+      squares += d * d;
+    }
+    slots[t].squares = squares;
+    tree_join(team, slots,
+              [](TeamSlot& into, const TeamSlot& from) { into.squares += from.squares; });
+    BlockPartial* const path = partials + k * at.blocks;
+    if (t == 0) {
+      path[b].sums = block;
+      path[b].squares = slots[0].squares;
+    }
+    if (run.lo < run.hi && lo + run.hi == n) {  // this run ends the path
+      path[b].final_log = final_equity.log;
+      path[b].final_sign = final_equity.sign;
+    }
+    if (last_to_arrive(team, arrivals + k, static_cast<int>(at.blocks)))
+      finish_path(team, slots, path, k);
+  }
+
+  // The path's metrics from its blocks' partials: their sums, and their squares combined
+  // around the path's mean (each block's own squares and its count times the square of its
+  // mean's distance from the path's).
+  KOKKOS_INLINE_FUNCTION void finish_path(const TeamMember& team, TeamSlot* slots,
+                                          const BlockPartial* path, std::size_t k) const {
+    const int t = team.team_rank();
+    const ThreadRun run = thread_run(at.blocks, team.team_size(), t);
+    MetricSums sums = empty_sums();
+    for (std::size_t j = run.lo; j < run.hi; ++j)
+      add_sums(sums, path[j].sums);
+    slots[t].sums = sums;
+    tree_join(team, slots,
+              [](TeamSlot& into, const TeamSlot& from) { add_sums(into.sums, from.sums); });
+    const MetricSums total = slots[0].sums;
+    const double mean = total.sum_excess / static_cast<double>(at.n);
+    team.team_barrier();
+    double squares = 0.0;
+    for (std::size_t j = run.lo; j < run.hi; ++j) {
+      const double count = static_cast<double>(at.last(j) - at.first(j));
+      const double d = path[j].sums.sum_excess / count - mean;
+      squares += path[j].squares + count * d * d;
+    }
+    slots[t].squares = squares;
+    tree_join(team, slots,
+              [](TeamSlot& into, const TeamSlot& from) { into.squares += from.squares; });
+    if (t == 0) {
+      const BlockPartial& last = path[at.blocks - 1];
+      results(first_slot + k) = finish(
+          total, slots[0].squares, SignedLog{last.final_log, last.final_sign}, at.n, bars_per_year);
+    }
   }
 };
 
@@ -374,15 +485,7 @@ MetricsEngine::MetricsEngine(const ExecSpace& space,
       m_close(close),
       m_positions(Kokkos::view_alloc(space, std::string("dqntrader::eval::positions")),
                   config.positions.size()),
-      m_returns(Kokkos::view_alloc(space, std::string("dqntrader::eval::returns")), max_returns),
-      m_equity(Kokkos::view_alloc(space, std::string("dqntrader::eval::equity")), max_returns),
-      m_log_equity(Kokkos::view_alloc(space, std::string("dqntrader::eval::log_equity")),
-                   max_returns),
-      m_drawdown(Kokkos::view_alloc(space, std::string("dqntrader::eval::drawdown")), max_returns),
-      m_trade_pnl(Kokkos::view_alloc(space, std::string("dqntrader::eval::trade_pnl")),
-                  max_returns),
-      m_sums(Kokkos::view_alloc(space, std::string("dqntrader::eval::sums"))),
-      m_squares(Kokkos::view_alloc(space, std::string("dqntrader::eval::squares"))) {
+      m_max_returns(max_returns) {
   validate(config);
   auto host = Kokkos::create_mirror_view(m_positions);
   for (std::size_t i = 0; i < config.positions.size(); ++i)
@@ -391,69 +494,97 @@ MetricsEngine::MetricsEngine(const ExecSpace& space,
   compat::fence(space, "dqntrader::eval::MetricsEngine: the host mirror is released on return");
 }
 
-void MetricsEngine::scan(const ExecSpace& space, std::size_t begin,
-                         const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
-                         const Kokkos::View<double*, DeviceMemory>& returns) const {
-  const std::size_t n = path.extent(0);
-  if (n > max_returns())
-    throw InputError("window of " + std::to_string(n) + " returns exceeds the engine's " +
-                     std::to_string(max_returns()));
+void MetricsEngine::launch(const ExecSpace& space, const Paths& paths, std::size_t begin,
+                           const Kokkos::View<WindowMetrics*, DeviceMemory>& results,
+                           std::size_t first_slot, double* returns, std::size_t returns_stride,
+                           double* equity, double* log_equity) const {
+  const std::size_t n = paths.returns;
+  if (n == 0 || n > m_max_returns)
+    throw InputError("window of " + std::to_string(n) + " returns; the engine serves 1 to " +
+                     std::to_string(m_max_returns));
   if (begin + n + 1 > m_close.extent(0))
     throw InputError("window runs past the last bar");
-  const BarInputs in{m_close, m_positions, path, begin, m_config.cost};
-  auto equity = Kokkos::subview(m_equity, std::make_pair(std::size_t{0}, n));
-  auto log_equity = Kokkos::subview(m_log_equity, std::make_pair(std::size_t{0}, n));
-  auto drawdown = Kokkos::subview(m_drawdown, std::make_pair(std::size_t{0}, n));
-  auto trade_pnl = Kokkos::subview(m_trade_pnl, std::make_pair(std::size_t{0}, n));
-  Kokkos::parallel_scan("dqntrader::eval::equity_scan", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                        EquityScan{in, returns, equity, log_equity, drawdown, trade_pnl, n});
+  if (paths.count == 0 || first_slot + paths.count > results.extent(0) ||
+      (paths.count - 1) * paths.stride + n > paths.decisions.extent(0))
+    throw InputError(std::to_string(paths.count) + " paths do not fit the results or decisions");
+  const std::size_t blocks = (n + kBlockBars - 1) / kBlockBars, teams = paths.count * blocks;
+  // The blocks' workspace, grown to the largest launch (before a recording: evaluate_graphed
+  // runs its work once first).
+  if (m_segments.extent(0) < teams * sizeof(Segment)) {
+    m_segments = Kokkos::View<unsigned char*, DeviceMemory>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                           std::string("dqntrader::eval::block_segments")),
+        teams * sizeof(Segment));
+    m_partials = Kokkos::View<unsigned char*, DeviceMemory>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                           std::string("dqntrader::eval::block_partials")),
+        teams * sizeof(BlockPartial));
+  }
+  if (m_arrivals.extent(0) < paths.count) {
+    m_arrivals = Kokkos::View<int*, DeviceMemory>(
+        Kokkos::view_alloc(space, std::string("dqntrader::eval::block_arrivals")), paths.count);
+  }
+  const PathBlocks at{m_close,      m_positions,   paths.decisions.data(),
+                      paths.stride, begin,         n,
+                      blocks,       m_config.cost, reinterpret_cast<Segment*>(m_segments.data())};
+  const int threads = tree_sum_team_size();
+  const std::size_t scratch = TeamScratch<TeamSlot>::shmem_size(threads);
+  if (blocks > 1) {
+    TeamPolicy policy(space, static_cast<int>(teams), threads);
+    policy.set_scratch_size(0, Kokkos::PerTeam(scratch));
+    Kokkos::parallel_for("dqntrader::eval::block_segments", recordable(policy), BlockSegments{at});
+  }
+  const BlockMetrics kernel{at,
+                            m_config.risk_free,
+                            m_config.bars_per_year,
+                            reinterpret_cast<BlockPartial*>(m_partials.data()),
+                            m_arrivals.data(),
+                            results,
+                            first_slot,
+                            returns,
+                            returns_stride,
+                            equity,
+                            log_equity};
+  TeamPolicy policy(space, static_cast<int>(teams), threads);
+  policy.set_scratch_size(0, Kokkos::PerTeam(scratch));
+  Kokkos::parallel_for("dqntrader::eval::path_metrics", recordable(policy), kernel);
 }
 
-void MetricsEngine::enqueue_returns(const ExecSpace& space, std::size_t begin,
-                                    const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
-                                    double* returns) const {
-  scan(space, begin, path, Kokkos::View<double*, DeviceMemory>(returns, path.extent(0)));
-}
-
-void MetricsEngine::enqueue(const ExecSpace& space, std::size_t begin,
-                            const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
+void MetricsEngine::enqueue(const ExecSpace& space, std::size_t begin, const Paths& paths,
                             const Kokkos::View<WindowMetrics*, DeviceMemory>& results,
-                            std::size_t slot) const {
-  const std::size_t n = path.extent(0);
-  auto returns = Kokkos::subview(m_returns, std::make_pair(std::size_t{0}, n));
-  scan(space, begin, path, returns);
-  const BarInputs in{m_close, m_positions, path, begin, m_config.cost};
-  auto equity = Kokkos::subview(m_equity, std::make_pair(std::size_t{0}, n));
-  auto log_equity = Kokkos::subview(m_log_equity, std::make_pair(std::size_t{0}, n));
-  auto drawdown = Kokkos::subview(m_drawdown, std::make_pair(std::size_t{0}, n));
-  auto trade_pnl = Kokkos::subview(m_trade_pnl, std::make_pair(std::size_t{0}, n));
-  Kokkos::parallel_reduce("dqntrader::eval::first_pass",
-                          Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                          FirstPass{in, returns, drawdown, trade_pnl, m_config.risk_free}, m_sums);
-  Kokkos::parallel_reduce(
-      "dqntrader::eval::second_pass", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-      SecondPass{returns, m_sums, m_config.risk_free, static_cast<double>(n)}, m_squares);
-  Kokkos::parallel_for(
-      "dqntrader::eval::finalize", Kokkos::RangePolicy<ExecSpace>(space, 0, 1),
-      Finalize{m_sums, equity, log_equity, m_squares, results, slot, n, m_config.bars_per_year});
+                            std::size_t first_slot) const {
+  launch(space, paths, begin, results, first_slot, nullptr, 0, nullptr, nullptr);
+}
+
+void MetricsEngine::enqueue_returns(const ExecSpace& space, std::size_t begin, const Paths& paths,
+                                    const Kokkos::View<WindowMetrics*, DeviceMemory>& results,
+                                    double* returns, std::size_t returns_stride) const {
+  launch(space, paths, begin, results, 0, returns, returns_stride, nullptr, nullptr);
 }
 
 PathDetail MetricsEngine::detail(const ExecSpace& space, std::size_t begin,
                                  const Kokkos::View<const std::int8_t*, DeviceMemory>& path) const {
+  const std::size_t n = path.extent(0);
+  auto alloc = [&](const char* label) {
+    return Kokkos::View<double*, DeviceMemory>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), n);
+  };
+  const auto returns = alloc("dqntrader::eval::returns");
+  const auto equity = alloc("dqntrader::eval::equity");
+  const auto log_equity = alloc("dqntrader::eval::log_equity");
   Kokkos::View<WindowMetrics*, DeviceMemory> scratch(
       Kokkos::view_alloc(space, std::string("dqntrader::eval::detail_metrics")), 1);
-  enqueue(space, begin, path, scratch, 0);
-  const std::size_t n = path.extent(0);
+  launch(space, Paths{path, n, 1, n}, begin, scratch, 0, returns.data(), 0, equity.data(),
+         log_equity.data());
   auto copy = [&](const Kokkos::View<double*, DeviceMemory>& v) {
-    auto host = Kokkos::create_mirror_view_and_copy(
-        Kokkos::HostSpace(), Kokkos::subview(v, std::make_pair(std::size_t{0}, n)));
+    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
     return std::vector<double>(host.data(), host.data() + n);
   };
   PathDetail detail;
-  detail.returns = copy(m_returns);
-  detail.equity = copy(m_equity);
+  detail.returns = copy(returns);
+  detail.equity = copy(equity);
   detail.equity.insert(detail.equity.begin(), 1.0);
-  detail.log_equity = copy(m_log_equity);
+  detail.log_equity = copy(log_equity);
   detail.log_equity.insert(detail.log_equity.begin(), 0.0);
   auto path_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), path);
   detail.positions.resize(n);

@@ -1,5 +1,5 @@
-// Position paths -> returns -> WindowMetrics, on the device, by one scan and two
-// reductions (definitions in docs/METRICS.md); only the metrics struct ever reaches the host.
+// Position paths -> returns -> WindowMetrics, on the device, one kernel for many paths
+// (definitions in docs/METRICS.md); only the metrics struct ever reaches the host.
 #pragma once
 
 #include <cstddef>
@@ -37,44 +37,60 @@ struct MetricSums {
   double lowest_return, highest_return;
 };
 
+/// The bars of a path one team of the evaluation kernels takes (metrics_engine.cpp,
+/// q_policy.cpp): a window is cut into blocks of this many, whatever the number of paths.
+constexpr std::size_t kBlockBars = 4096;
+
+/// Position paths of one window, several at once: path k's decisions (indices into
+/// BacktestConfig::positions) at decisions(k * stride + i), i < returns.
+struct Paths {
+  Kokkos::View<const std::int8_t*, DeviceMemory> decisions;
+  std::size_t returns = 0;  // N: the window's bar returns, one decision each
+  std::size_t count = 1;    // paths
+  std::size_t stride = 0;   // between consecutive paths' first decisions
+};
+
 class MetricsEngine {
  public:
   /// close: every bar's close price (device); max_returns: the longest window to serve.
   MetricsEngine(const ExecSpace& space, Kokkos::View<const double*, DeviceMemory> close,
                 const BacktestConfig& config, std::size_t max_returns);
 
-  /// Enqueues on space the metrics of path over the window starting at bar begin with
-  /// path.extent(0) bar returns, into results(slot). Does not wait.
-  void enqueue(const ExecSpace& space, std::size_t begin,
-               const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
-               const Kokkos::View<WindowMetrics*, DeviceMemory>& results, std::size_t slot) const;
+  /// Enqueues on space the metrics of every path of paths over the window starting at bar
+  /// begin, path k's into results(first_slot + k): one kernel, a team a path. Does not wait.
+  void enqueue(const ExecSpace& space, std::size_t begin, const Paths& paths,
+               const Kokkos::View<WindowMetrics*, DeviceMemory>& results,
+               std::size_t first_slot) const;
 
-  /// Enqueues on space the per-bar net returns r_1 .. r_N of path over the window starting at
-  /// bar begin into returns[0 .. N - 1] (device memory), the same numbers the metrics are made
-  /// from. Does not wait.
-  void enqueue_returns(const ExecSpace& space, std::size_t begin,
-                       const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
-                       double* returns) const;
+  /// enqueue() into results(0 ..), that also leaves each path's per-bar net returns r_1 .. r_N,
+  /// the numbers its metrics are made from, in device memory: path k's at returns + k *
+  /// returns_stride. Does not wait.
+  void enqueue_returns(const ExecSpace& space, std::size_t begin, const Paths& paths,
+                       const Kokkos::View<WindowMetrics*, DeviceMemory>& results, double* returns,
+                       std::size_t returns_stride) const;
 
-  /// Runs enqueue for one slot and copies the per-bar series back (waits).
+  /// The per-bar series of one path over the window starting at bar begin (waits).
   PathDetail detail(const ExecSpace& space, std::size_t begin,
                     const Kokkos::View<const std::int8_t*, DeviceMemory>& path) const;
 
   const BacktestConfig& config() const { return m_config; }
-  std::size_t max_returns() const { return m_returns.extent(0); }
+  std::size_t max_returns() const { return m_max_returns; }
 
  private:
-  // The equity scan of path into returns and the engine's own per-bar series.
-  void scan(const ExecSpace& space, std::size_t begin,
-            const Kokkos::View<const std::int8_t*, DeviceMemory>& path,
-            const Kokkos::View<double*, DeviceMemory>& returns) const;
+  // The kernel over paths, with the per-bar outputs that are not null.
+  void launch(const ExecSpace& space, const Paths& paths, std::size_t begin,
+              const Kokkos::View<WindowMetrics*, DeviceMemory>& results, std::size_t first_slot,
+              double* returns, std::size_t returns_stride, double* equity,
+              double* log_equity) const;
 
   BacktestConfig m_config;
   Kokkos::View<const double*, DeviceMemory> m_close;
   Kokkos::View<double*, DeviceMemory> m_positions;  // the position of each action
-  Kokkos::View<double*, DeviceMemory> m_returns, m_equity, m_log_equity, m_drawdown, m_trade_pnl;
-  Kokkos::View<MetricSums, DeviceMemory> m_sums;
-  Kokkos::View<double, DeviceMemory> m_squares;
+  std::size_t m_max_returns;
+  // The blocks' segments and partial sums, and each path's count of blocks arrived: grown to
+  // the largest launch.
+  mutable Kokkos::View<unsigned char*, DeviceMemory> m_segments, m_partials;
+  mutable Kokkos::View<int*, DeviceMemory> m_arrivals;
 };
 
 }  // namespace dqntrader::eval

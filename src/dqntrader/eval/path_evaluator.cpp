@@ -17,7 +17,7 @@ PathEvaluator::PathEvaluator(const ExecSpace& space,
 
 WindowMetrics PathEvaluator::evaluate(std::size_t begin,
                                       const Kokkos::View<const std::int8_t*, DeviceMemory>& path) {
-  m_metrics.enqueue(m_space, begin, path, m_result, 0);
+  m_metrics.enqueue(m_space, begin, Paths{path, path.extent(0), 1, path.extent(0)}, m_result, 0);
   auto host = Kokkos::create_mirror_view(m_result);
   Kokkos::deep_copy(m_space, host, m_result);
   compat::fence(m_space, "dqntrader::eval: the host needs the metrics");
@@ -62,13 +62,14 @@ int index_of(const BacktestConfig& config, double position, BuiltinPolicy policy
 }
 }  // namespace
 
-Kokkos::View<std::int8_t*, DeviceMemory> builtin_path(const ExecSpace& space, BuiltinPolicy policy,
-                                                      Kokkos::View<const double*, DeviceMemory> ofi,
-                                                      const BarRange& window,
-                                                      const BacktestConfig& config) {
+namespace {
+
+// The built-in policy's decisions over window, into path (window.returns() of them).
+void write_builtin_path(const ExecSpace& space, BuiltinPolicy policy,
+                        Kokkos::View<const double*, DeviceMemory> ofi, const BarRange& window,
+                        const BacktestConfig& config,
+                        const Kokkos::View<std::int8_t*, DeviceMemory>& path) {
   const std::size_t n = window.returns(), begin = window.begin;
-  Kokkos::View<std::int8_t*, DeviceMemory> path(
-      Kokkos::view_alloc(space, std::string("dqntrader::eval::builtin_path")), n);
   const std::int8_t flat = static_cast<std::int8_t>(index_of(config, 0.0, policy));
   if (policy == BuiltinPolicy::sign_of_ofi) {
     if (ofi.extent(0) == 0)
@@ -87,6 +88,17 @@ Kokkos::View<std::int8_t*, DeviceMemory> builtin_path(const ExecSpace& space, Bu
                                  : static_cast<std::int8_t>(index_of(config, 1.0, policy));
     Kokkos::deep_copy(space, path, held);
   }
+}
+
+}  // namespace
+
+Kokkos::View<std::int8_t*, DeviceMemory> builtin_path(const ExecSpace& space, BuiltinPolicy policy,
+                                                      Kokkos::View<const double*, DeviceMemory> ofi,
+                                                      const BarRange& window,
+                                                      const BacktestConfig& config) {
+  Kokkos::View<std::int8_t*, DeviceMemory> path(
+      Kokkos::view_alloc(space, std::string("dqntrader::eval::builtin_path")), window.returns());
+  write_builtin_path(space, policy, ofi, window, config, path);
   return path;
 }
 
@@ -109,17 +121,33 @@ std::vector<BuiltinRun> evaluate_builtins(const ExecSpace& space, const data::Ba
     longest = std::max(longest, w.returns());
   const auto close = upload(space, bars.close, "dqntrader::eval::builtin_close");
   const auto ofi = upload(space, bars.ofi, "dqntrader::eval::builtin_ofi");
-  PathEvaluator evaluator(space, close, config, longest);
-  for (const BuiltinPolicy policy : policies) {
-    BuiltinRun run;
-    run.policy = policy;
-    for (const BarRange& w : windows) {
-      const auto path = builtin_path(space, policy, ofi, w, config);
-      run.metrics.push_back(evaluator.evaluate(w.begin, path));
+  const std::size_t count = policies.size();
+  const MetricsEngine engine(space, close, config, longest);
+  Kokkos::View<std::int8_t*, DeviceMemory> decisions(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("dqntrader::eval::builtin_paths")),
+      count * longest);
+  Kokkos::View<WindowMetrics*, DeviceMemory> results(
+      Kokkos::view_alloc(space, std::string("dqntrader::eval::builtin_results")), count);
+  auto host = Kokkos::create_mirror_view(results);
+  for (const BuiltinPolicy policy : policies)
+    out.push_back(BuiltinRun{policy, {}, {}});
+  // Each window: every policy's path, then their metrics in one launch and one copy.
+  for (const BarRange& w : windows) {
+    const std::size_t n = w.returns();
+    auto path = [&](std::size_t p) {
+      return Kokkos::subview(decisions, std::make_pair(p * n, (p + 1) * n));
+    };
+    for (std::size_t p = 0; p < count; ++p)
+      write_builtin_path(space, policies[p], ofi, w, config, path(p));
+    engine.enqueue(space, w.begin, Paths{decisions, n, count, n}, results, 0);
+    Kokkos::deep_copy(space, host, results);
+    compat::fence(space, "dqntrader::eval: the host needs the built-in policies' metrics");
+    for (std::size_t p = 0; p < count; ++p) {
+      out[p].metrics.push_back(host(p));
       if (paths)
-        run.details.push_back(evaluator.detail(w.begin, path));
+        out[p].details.push_back(engine.detail(space, w.begin, path(p)));
     }
-    out.push_back(std::move(run));
   }
   return out;
 }

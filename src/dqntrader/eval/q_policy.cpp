@@ -7,6 +7,7 @@
 #include "backends/gemm.hpp"
 #include "dqntrader/core/error.hpp"
 #include "dqntrader/core/kokkos_compat.hpp"
+#include "dqntrader/core/team_sum.hpp"
 
 namespace dqntrader::eval {
 
@@ -34,40 +35,83 @@ KOKKOS_INLINE_FUNCTION std::uint32_t then(std::uint32_t first, std::uint32_t sec
   return m;
 }
 
-// The composed map of a run of bars. Composition is not commutative and Kokkos' scans may
-// join partial results in either order (the CUDA backend does), so each run carries the
-// index of its first bar and the join orders its operands by it.
-struct MapRun {
-  std::uint32_t map;
-  std::uint32_t first;  // the empty run has 0xffffffff
+// The position paths of several policies, cut into blocks of kBlockBars decisions, a team a
+// block (policy k's block b is team k blocks + b). Each thread composes the maps of a run of
+// consecutive decisions; the runs' maps are scanned across the team (in rank order). A path of
+// several blocks first has each block's map (BlockMaps); then (BlockPaths) each block combines
+// the maps of the blocks before it the same way, and each thread walks its run again from the
+// position the decisions before it leave: p_i = map_i(p_{i-1}), the sequential loop's path.
+struct PathBlocks {
+  const std::uint32_t* maps;  // policy k's at maps + k * stride
+  std::int8_t* paths;         // likewise
+  std::uint32_t* block_maps;  // policy k's blocks' at k * blocks
+  std::size_t stride, n, blocks;
+  int positions, start;
+
+  // The composed maps of the team's thread runs of items [0, count) (item(i): a map), scanned:
+  // on return runs[t] holds runs 0 .. t.
+  template <class Item>
+  KOKKOS_INLINE_FUNCTION void scan_runs(const Kokkos::TeamPolicy<ExecSpace>::member_type& team,
+                                        std::uint32_t* runs, std::size_t count,
+                                        const Item& item) const {
+    const ThreadRun run = thread_run(count, team.team_size(), team.team_rank());
+    std::uint32_t mine = identity_map(positions);
+    for (std::size_t i = run.lo; i < run.hi; ++i)
+      mine = then(mine, item(i), positions);
+    runs[team.team_rank()] = mine;
+    const int p = positions;
+    team_inclusive_scan(team, runs, [p](std::uint32_t earlier, std::uint32_t later) {
+      return then(earlier, later, p);
+    });
+  }
+  KOKKOS_INLINE_FUNCTION std::size_t first(std::size_t b) const { return b * kBlockBars; }
+  KOKKOS_INLINE_FUNCTION std::size_t last(std::size_t b) const {
+    return (b + 1) * kBlockBars < n ? (b + 1) * kBlockBars : n;
+  }
 };
 
-struct PathScan {
-  using value_type = MapRun;
-  Kokkos::View<const std::uint32_t*, DeviceMemory> maps;
-  Kokkos::View<std::int8_t*, DeviceMemory> path;
-  int positions;
-  int start;
+struct BlockMaps {
+  PathBlocks at;
 
-  KOKKOS_INLINE_FUNCTION MapRun combine(const MapRun& x, const MapRun& y) const {
-    const MapRun& earlier = x.first <= y.first ? x : y;
-    const MapRun& later = x.first <= y.first ? y : x;
-    return MapRun{then(earlier.map, later.map, positions), earlier.first};
+  KOKKOS_INLINE_FUNCTION void operator()(
+      const Kokkos::TeamPolicy<ExecSpace>::member_type& team) const {
+    const std::size_t k = static_cast<std::size_t>(team.league_rank()) / at.blocks;
+    const std::size_t b = static_cast<std::size_t>(team.league_rank()) % at.blocks;
+    std::uint32_t* const runs =
+        TeamScratch<std::uint32_t>(team.team_scratch(0), team.team_size()).data();
+    const std::uint32_t* const map = at.maps + k * at.stride + at.first(b);
+    at.scan_runs(team, runs, at.last(b) - at.first(b), [map](std::size_t i) { return map[i]; });
+    if (team.team_rank() == 0)
+      at.block_maps[k * at.blocks + b] = runs[team.team_size() - 1];
   }
-  KOKKOS_INLINE_FUNCTION void init(MapRun& run) const {
-    run = MapRun{identity_map(positions), 0xffffffffu};
-  }
-  KOKKOS_INLINE_FUNCTION void join(DQNTRADER_JOIN_VOLATILE MapRun& dst,
-                                   const DQNTRADER_JOIN_VOLATILE MapRun& src) const {
-    const MapRun combined = combine(MapRun{dst.map, dst.first}, MapRun{src.map, src.first});
-    dst.map = combined.map;
-    dst.first = combined.first;
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(const std::size_t i, MapRun& update,
-                                         const bool final) const {
-    update = combine(update, MapRun{maps(i), static_cast<std::uint32_t>(i)});
-    if (final)
-      path(i) = static_cast<std::int8_t>((update.map >> (4 * start)) & 15u);
+};
+
+struct BlockPaths {
+  PathBlocks at;
+
+  KOKKOS_INLINE_FUNCTION void operator()(
+      const Kokkos::TeamPolicy<ExecSpace>::member_type& team) const {
+    const int threads = team.team_size(), t = team.team_rank();
+    const std::size_t k = static_cast<std::size_t>(team.league_rank()) / at.blocks;
+    const std::size_t b = static_cast<std::size_t>(team.league_rank()) % at.blocks;
+    std::uint32_t* const runs = TeamScratch<std::uint32_t>(team.team_scratch(0), threads).data();
+    // The map of the blocks before this one, then of the runs before this thread's.
+    const std::uint32_t* const blocks = at.block_maps + k * at.blocks;
+    at.scan_runs(team, runs, b, [blocks](std::size_t j) { return blocks[j]; });
+    const std::uint32_t before_block = runs[threads - 1];
+    team.team_barrier();
+    const std::size_t lo = at.first(b), hi = at.last(b);
+    const std::uint32_t* const map = at.maps + k * at.stride + lo;
+    at.scan_runs(team, runs, hi - lo, [map](std::size_t i) { return map[i]; });
+    const std::uint32_t before =
+        then(before_block, t == 0 ? identity_map(at.positions) : runs[t - 1], at.positions);
+    std::uint32_t p = (before >> (4 * at.start)) & 15u;
+    std::int8_t* const path = at.paths + k * at.stride + lo;
+    const ThreadRun run = thread_run(hi - lo, threads, t);
+    for (std::size_t i = run.lo; i < run.hi; ++i) {
+      p = (map[i] >> (4 * p)) & 15u;
+      path[i] = static_cast<std::int8_t>(p);
+    }
   }
 };
 
@@ -271,8 +315,9 @@ class EngineImpl final : public QPolicy::Engine {
                             padded(spec.actions));
     m_head_bias = Kokkos::View<float*, DeviceMemory>(alloc("dqntrader::eval::b_head"),
                                                      policies * padded(spec.actions));
-    // Every pass writes these before it reads them (each product writes its whole output):
-    // allocated without the zeros.
+    // Every pass writes these before it reads them (each product writes its whole output, the
+    // maps of every decision come before the paths, the paths before the metrics): allocated
+    // without the zeros.
     auto scratch = [&](const char* label) {
       return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label));
     };
@@ -281,10 +326,13 @@ class EngineImpl final : public QPolicy::Engine {
     m_pong = Kokkos::View<T*, DeviceMemory>(scratch("dqntrader::eval::activations_b"), activation);
     m_q = MatrixBatch<float>(scratch("dqntrader::eval::q"), policies, positions * chunk,
                              padded(spec.actions));
-    maps = Kokkos::View<std::uint32_t*, DeviceMemory>(alloc("dqntrader::eval::maps"),
+    maps = Kokkos::View<std::uint32_t*, DeviceMemory>(scratch("dqntrader::eval::maps"),
                                                       policies * decisions);
-    paths = Kokkos::View<std::int8_t*, DeviceMemory>(alloc("dqntrader::eval::paths"),
+    paths = Kokkos::View<std::int8_t*, DeviceMemory>(scratch("dqntrader::eval::paths"),
                                                      policies * decisions);
+    m_block_maps = Kokkos::View<std::uint32_t*, DeviceMemory>(
+        scratch("dqntrader::eval::block_maps"),
+        policies * ((decisions + kBlockBars - 1) / kBlockBars));
   }
 
   void enqueue(const ExecSpace& space, const ParameterRows& parameters, std::size_t begin,
@@ -363,13 +411,16 @@ class EngineImpl final : public QPolicy::Engine {
               if (keep)
                 keep_q(space, q, actions, positions, c, m_all_q, first);
             });
-    for (std::size_t k = 0; k < k_count; ++k) {
-      const auto range = std::make_pair(k * max_decisions, k * max_decisions + n);
-      Kokkos::parallel_scan("dqntrader::eval::position_scan",
-                            Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                            PathScan{Kokkos::subview(maps, range), Kokkos::subview(paths, range),
-                                     static_cast<int>(positions), static_cast<int>(start)});
-    }
+    const std::size_t blocks = (n + kBlockBars - 1) / kBlockBars;
+    const PathBlocks at{
+        maps.data(), paths.data(), m_block_maps.data(),         max_decisions,
+        n,           blocks,       static_cast<int>(positions), static_cast<int>(start)};
+    const int threads = tree_sum_team_size();
+    Kokkos::TeamPolicy<ExecSpace> policy(space, static_cast<int>(k_count * blocks), threads);
+    policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<std::uint32_t>::shmem_size(threads)));
+    if (blocks > 1)
+      Kokkos::parallel_for("dqntrader::eval::block_maps", recordable(policy), BlockMaps{at});
+    Kokkos::parallel_for("dqntrader::eval::position_paths", recordable(policy), BlockPaths{at});
     if (keep)
       take_q(space, m_all_q, Kokkos::subview(paths, std::make_pair(std::size_t{0}, n)), start,
              positions, taken);
@@ -480,6 +531,7 @@ class EngineImpl final : public QPolicy::Engine {
   Kokkos::View<float*, DeviceMemory> m_head_bias;
   MatrixBatch<float> m_q;
   Kokkos::View<T*, DeviceMemory> m_ping, m_pong;
+  Kokkos::View<std::uint32_t*, DeviceMemory> m_block_maps;  // each block's composed map
 };
 
 }  // namespace
@@ -544,6 +596,10 @@ std::vector<float> QPolicy::q_values(const ExecSpace& space, const ParameterRows
 Kokkos::View<const std::int8_t*, DeviceMemory> QPolicy::path(std::size_t k, std::size_t n) const {
   const std::size_t start = k * m_engine->max_decisions;
   return Kokkos::subview(m_engine->paths, std::make_pair(start, start + n));
+}
+
+Paths QPolicy::paths(std::size_t count, std::size_t n) const {
+  return Paths{m_engine->paths, n, count, m_engine->max_decisions};
 }
 
 std::size_t QPolicy::max_policies() const {

@@ -17,6 +17,7 @@
 #include "dqntrader/core/precision.hpp"
 #include "dqntrader/core/types.hpp"
 #include "dqntrader/data/features.hpp"
+#include "dqntrader/eval/metrics_engine.hpp"
 #include "dqntrader/nn/network_spec.hpp"
 
 namespace dqntrader::eval {
@@ -76,6 +77,8 @@ class QPolicy {
 
   /// The position path of policy k (the first n entries are valid after enqueue).
   Kokkos::View<const std::int8_t*, DeviceMemory> path(std::size_t k, std::size_t n) const;
+  /// The paths of policies 0 .. count - 1 (of n decisions each, after enqueue).
+  Paths paths(std::size_t count, std::size_t n) const;
 
   std::size_t max_policies() const;
   std::size_t max_decisions() const;
