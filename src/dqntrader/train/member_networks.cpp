@@ -1,5 +1,6 @@
 #include "dqntrader/train/member_networks.hpp"
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -79,14 +80,18 @@ MemberNetworks<T>::MemberNetworks(const ExecSpace& space, const nn::ParameterLay
     m_online_working = Kokkos::View<T*, DeviceMemory>(m_working.data(), k * stride);
     m_target_working = Kokkos::View<T*, DeviceMemory>(m_working.data() + k * stride, k * stride);
   }
+  // Every member's initial parameters (zeros between them), in one upload.
+  std::vector<float> initial(k * stride, 0.0f);
   for (std::size_t m = 0; m < k; ++m) {
-    const std::vector<float> initial = nn::initial_parameters(layout, seeds[m]);
-    Kokkos::deep_copy(
-        space, Kokkos::subview(m_online, std::make_pair(m * stride, m * stride + p)),
-        Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-            initial.data(), p));
-    compat::fence(space, "dqntrader::train: a member's initial parameters are uploaded");
+    const std::vector<float> member = nn::initial_parameters(layout, seeds[m]);
+    std::copy(member.begin(), member.end(),
+              initial.begin() + static_cast<std::ptrdiff_t>(m * stride));
   }
+  Kokkos::deep_copy(
+      space, m_online,
+      Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          initial.data(), initial.size()));
+  compat::fence(space, "dqntrader::train: the initial parameters are uploaded");
   Kokkos::deep_copy(space, m_target, m_online);
   refresh_working(space);
 }
