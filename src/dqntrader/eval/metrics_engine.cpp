@@ -387,7 +387,9 @@ struct BlockMetrics {
     const BarInputs in = at.inputs(k);
     const std::size_t lo = at.first(b), hi = at.last(b), n = at.n;
     const Segment block_before = before_block(team, slots, k, b);
-    at.scan_runs(team, slots, in, lo, hi);
+    // The runs before this thread's (a team of one thread has none: it skips the pass).
+    if (threads > 1)
+      at.scan_runs(team, slots, in, lo, hi);
     Segment before = combine(block_before, t == 0 ? identity_segment() : slots[t - 1].segment);
     team.team_barrier();
     // The run again, from the bars before it.

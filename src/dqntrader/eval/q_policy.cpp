@@ -102,7 +102,9 @@ struct BlockPaths {
     team.team_barrier();
     const std::size_t lo = at.first(b), hi = at.last(b);
     const std::uint32_t* const map = at.maps + k * at.stride + lo;
-    at.scan_runs(team, runs, hi - lo, [map](std::size_t i) { return map[i]; });
+    // The runs before this thread's (a team of one thread has none: it skips the pass).
+    if (threads > 1)
+      at.scan_runs(team, runs, hi - lo, [map](std::size_t i) { return map[i]; });
     const std::uint32_t before =
         then(before_block, t == 0 ? identity_map(at.positions) : runs[t - 1], at.positions);
     std::uint32_t p = (before >> (4 * at.start)) & 15u;
