@@ -75,8 +75,9 @@ nlohmann::json report_json(std::size_t p, double seconds,
 std::pair<std::vector<sweep::MemberResult>, bool> train_population(const ExecSpace& space,
                                                                    const sweep::SweepPlan& plan,
                                                                    std::size_t p) {
+  static train::SharedInputs shared;  // this rank's populations' bars and baselines
   try {
-    return {sweep::run_planned_population(space, plan, p), true};
+    return {sweep::run_planned_population(space, plan, p, {}, {}, nullptr, nullptr, &shared), true};
   } catch (const std::exception& e) {
     return {
         sweep::failed_population(plan, p, "rank " + std::to_string(g_ranks.rank) + ": " + e.what()),

@@ -58,7 +58,7 @@ std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
     const std::function<void(std::size_t, std::size_t)>& on_epoch,
     const std::function<bool()>& interrupted, io::BackgroundWriter* writer,
-    io::SnapshotPool* snapshots) {
+    io::SnapshotPool* snapshots, train::SharedInputs* shared) {
   const PopulationPlan& population = plan.populations.at(p);
   std::vector<train::TrainConfig> members;
   for (std::size_t id : population.members)
@@ -69,6 +69,7 @@ std::vector<MemberResult> run_planned_population(
   options.interrupted = interrupted;
   options.writer = writer;
   options.snapshots = snapshots;
+  options.shared = shared;
   if (plan.schedule.kind != "none")
     options.schedule = population_schedule(plan, p);
   train::ResumeOptions resume;
@@ -196,6 +197,7 @@ void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log,
   // writer's batches hold until written (so the pool goes after the writer).
   io::SnapshotPool snapshots;
   io::BackgroundWriter writer;
+  train::SharedInputs shared;  // the bars and baselines populations of the same data share
   StatusLine status(log);
   const auto sweep_start = std::chrono::steady_clock::now();
   std::size_t members_done = 0;
@@ -221,7 +223,7 @@ void run_sweep(const ExecSpace& space, SweepPlan& plan, std::ostream& log,
     };
     bar(0, 1);
     const std::vector<MemberResult> results =
-        run_planned_population(space, plan, p, bar, interrupted, &writer, &snapshots);
+        run_planned_population(space, plan, p, bar, interrupted, &writer, &snapshots, &shared);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string line = record(plan, p, results, seconds, &writer);

@@ -35,14 +35,16 @@ population_schedule(const SweepPlan& plan, std::size_t p);
 /// directories and the population's checkpoints: through writer when given (they may still be
 /// on their way to the disk when it returns), else before it returns; its checkpoints copied
 /// from the device into snapshots' pinned memory when given (a pool that outlives writer's
-/// batches), else into the population's own; on_epoch (if given) after
+/// batches), else into the population's own; its bars and baselines from shared where an
+/// earlier population's settings loaded the same (a sweep's, kept across its populations);
+/// on_epoch (if given) after
 /// each epoch. A population that cannot train (InputError: its data or settings) gives every
 /// member the status failed, with the message; device and file-system failures are thrown.
 std::vector<MemberResult> run_planned_population(
     const ExecSpace& space, const SweepPlan& plan, std::size_t p,
     const std::function<void(std::size_t epoch, std::size_t epochs)>& on_epoch = {},
     const std::function<bool()>& interrupted = {}, io::BackgroundWriter* writer = nullptr,
-    io::SnapshotPool* snapshots = nullptr);
+    io::SnapshotPool* snapshots = nullptr, train::SharedInputs* shared = nullptr);
 
 /// The results of population p when it failed as a whole (why): each member failed, saying why.
 std::vector<MemberResult> failed_population(const SweepPlan& plan, std::size_t p,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "dqntrader/core/error.hpp"
@@ -48,6 +49,22 @@ void check_unseen(const RunData& run, const TrainConfig& config) {
 
 }  // namespace
 
+std::string data_key(const TrainConfig& config) {
+  nlohmann::json key = {{"data", config.data},
+                        {"val_data", config.val_data},
+                        {"test_data", config.test_data},
+                        {"test_fraction", config.test_fraction},
+                        {"feature_columns", config.feature_columns},
+                        {"feature_prefixes", config.feature_prefixes},
+                        {"symbol", config.symbol}};
+  if (config.data.empty()) {  // the built-in market of the run's seed
+    key["synth_bars"] = config.synth_bars;
+    key["seed"] = config.seed;
+  }
+  return key.dump();
+}
+
+// What it reads is what data_key() names.
 RunData load_run_data(const TrainConfig& config) {
   data::BarSelection columns;
   columns.names = config.feature_columns;

@@ -39,6 +39,10 @@ struct RunData {
 };
 RunData load_run_data(const TrainConfig& config);
 
+/// The settings load_run_data() reads, as text: two configurations with the same key load the
+/// same bars (from the same files).
+std::string data_key(const TrainConfig& config);
+
 /// InputError naming the option when one of config's bar files (--data, --val-data, --test-data)
 /// lies in directory (links followed) where written(its path relative to directory) says a run
 /// or a sweep there writes or removes it: the run would destroy what it reads.

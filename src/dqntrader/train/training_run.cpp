@@ -158,7 +158,7 @@ std::string compared_with_baselines(double sharpe,
 
 // The test window's one look: the metrics there of each parameter vector of rows (policies of
 // the trainer's network, with its features and training statistics) in one pass on the
-// device, and the built-in policies'.
+// device (the built-in policies' are the caller's).
 TestResult look_at_test_window(const ExecSpace& space, const DqnTrainer& trainer,
                                const RunData& data, const data::FeatureSet& features,
                                const TrainConfig& population, const std::vector<float>& rows,
@@ -176,8 +176,6 @@ TestResult look_at_test_window(const ExecSpace& space, const DqnTrainer& trainer
   test.first_bar = window.begin;
   test.last_bar = window.end - 1;
   test.fingerprint = data.test_fingerprint;
-  for (const Baseline& b : evaluate_baselines(space, data.test, {window}, config))
-    test.baselines.push_back({b.policy, b.windows.front()});
   return test;
 }
 
@@ -232,6 +230,21 @@ std::string held_run(const std::string& directory) {
       return "a training run";
   }
   return "";
+}
+
+std::shared_ptr<const RunData> SharedInputs::data(const TrainConfig& population) {
+  std::shared_ptr<const RunData>& data = m_data[data_key(population)];
+  if (!data)
+    data = std::make_shared<const RunData>(load_run_data(population));
+  return data;
+}
+
+const std::vector<Baseline>& SharedInputs::baselines(
+    const std::string& key, const std::function<std::vector<Baseline>()>& make) {
+  const auto found = m_baselines.find(key);
+  if (found != m_baselines.end())
+    return found->second;
+  return m_baselines.emplace(key, make()).first->second;
 }
 
 nlohmann::json to_json(const RunPhases& p) {
@@ -336,7 +349,9 @@ class PopulationRun {
       validate(c);
     check_population(m_configs);
     m_population = population_config(m_configs);
-    m_data = load_run_data(m_population);
+    m_data = m_options.shared != nullptr
+                 ? m_options.shared->data(m_population)
+                 : std::make_shared<const RunData>(load_run_data(m_population));
     for (const TrainConfig& c : m_configs)
       m_runs.emplace_back(c);
   }
@@ -346,15 +361,15 @@ class PopulationRun {
   // took most of them, the message says that too.
   void make_trainer() {
     try {
-      m_trainer.emplace(m_space, m_configs, m_data.bars, m_data.separate_validation());
+      m_trainer.emplace(m_space, m_configs, m_data->bars, m_data->separate_validation());
     } catch (const InputError& e) {
-      if (m_data.cut.empty())
+      if (m_data->cut.empty())
         throw;
-      throw InputError(e.message() + " (" + m_data.cut + ")");
+      throw InputError(e.message() + " (" + m_data->cut + ")");
     }
-    if (m_data.has_test()) {
-      test_window(m_data, m_trainer->features().warmup());
-      m_test_features.emplace(m_space, m_data.test, m_trainer->features());
+    if (m_data->has_test()) {
+      test_window(*m_data, m_trainer->features().warmup());
+      m_test_features.emplace(m_space, m_data->test, m_trainer->features());
     }
   }
 
@@ -444,9 +459,9 @@ class PopulationRun {
         }
       }
     }
-    if (saved.data_fingerprint != m_data.fingerprint)
+    if (saved.data_fingerprint != m_data->fingerprint)
       differences += "\n  the data differ from the checkpoint's (fingerprints do not match)";
-    if (saved.test_fingerprint && *saved.test_fingerprint != m_data.test_fingerprint) {
+    if (saved.test_fingerprint && *saved.test_fingerprint != m_data->test_fingerprint) {
       differences +=
           "\n  the test window's data differ from the checkpoint's (fingerprints do "
           "not match): its numbers would not be the run's";
@@ -462,9 +477,9 @@ class PopulationRun {
       run.replace("metrics.jsonl", run.metrics_text);
       run.replace("timings.jsonl", run.timings_text);
       if (!run.best_parameters.empty())
-        run.write_best(*m_trainer, m_data.fingerprint);
+        run.write_best(*m_trainer, m_data->fingerprint);
       if (run.finished)
-        run.write_last(*m_trainer, m_data.fingerprint);
+        run.write_last(*m_trainer, m_data->fingerprint);
     }
   }
 
@@ -475,7 +490,7 @@ class PopulationRun {
     for (std::size_t m = 0; m < m_runs.size(); ++m) {
       MemberRun& run = m_runs[m];
       if (run.done && !run.result.failed && !run.finished)
-        run.close(*m_trainer, m, m_data.fingerprint);
+        run.close(*m_trainer, m, m_data->fingerprint);
     }
     m_trainer->compact();
   }
@@ -485,14 +500,14 @@ class PopulationRun {
     const auto [train_begin, train_end] = m_trainer->training_window();
     const auto [val_begin, val_end] = m_trainer->validation_window();
     const std::size_t k = m_runs.size();
-    m_log << "dqntrader train: " << m_data.bars.source << ": training bars " << train_begin << ".."
+    m_log << "dqntrader train: " << m_data->bars.source << ": training bars " << train_begin << ".."
           << train_end - 1 << ", validation bars " << val_begin << ".." << val_end - 1
           << (m_population.val_data.empty() ? "" : " of " + m_population.val_data)
-          << (m_data.has_test()
+          << (m_data->has_test()
                   ? ", test bars " +
-                        std::to_string(test_window(m_data, m_trainer->features().warmup()).begin) +
-                        ".." + std::to_string(m_data.test.size() - 1) + " of " +
-                        m_data.test.source + " (held out until the end)"
+                        std::to_string(test_window(*m_data, m_trainer->features().warmup()).begin) +
+                        ".." + std::to_string(m_data->test.size() - 1) + " of " +
+                        m_data->test.source + " (held out until the end)"
                   : std::string())
           << "; network " << nn::describe(m_trainer->network()) << ", "
           << to_string(m_population.precision) << ", "
@@ -507,9 +522,8 @@ class PopulationRun {
 
   // The built-in policies on the same windows, once: what the epochs are measured against.
   void evaluate_baselines_once() {
-    m_baselines = evaluate_baselines(
-        m_space, m_data.separate_validation() ? m_data.validation : m_data.bars,
-        m_trainer->validation_windows(), backtest_config(m_population, m_trainer->positions()));
+    const data::Bars& bars = m_data->separate_validation() ? m_data->validation : m_data->bars;
+    m_baselines = baselines(bars, "validation", m_trainer->validation_windows());
     const std::string baselines = baselines_json(m_baselines).dump(2) + "\n";
     for (MemberRun& run : m_runs) {
       run.result.baselines = m_baselines;
@@ -569,7 +583,7 @@ class PopulationRun {
     for (std::size_t m = 0; m < k; ++m) {
       if (!m_runs[m].done) {
         records[m] = m_runs[m].end_epoch(reports[m], trainer, m, m_options.checkpoints,
-                                         m_population.epochs, m_data.fingerprint, m_log);
+                                         m_population.epochs, m_data->fingerprint, m_log);
       }
     }
     double records_seconds = seconds_since(records_start);
@@ -636,8 +650,8 @@ class PopulationRun {
   void write_checkpoint(std::size_t epoch) {
     RunCheckpoint record;
     record.epoch = static_cast<std::int64_t>(epoch);
-    record.data_fingerprint = m_data.fingerprint;
-    record.test_fingerprint = m_data.test_fingerprint;
+    record.data_fingerprint = m_data->fingerprint;
+    record.test_fingerprint = m_data->test_fingerprint;
     for (const MemberRun& run : m_runs)
       record.members.push_back(run.checkpoint());
     auto snapshot = std::make_shared<io::Snapshot>(*m_snapshots);
@@ -686,7 +700,7 @@ class PopulationRun {
       if (!run.result.failed) {
         m_survivors.push_back(m);
         if (!run.finished)
-          run.close(*m_trainer, m, m_data.fingerprint);
+          run.close(*m_trainer, m, m_data->fingerprint);
       }
     }
   }
@@ -714,13 +728,35 @@ class PopulationRun {
       }
     }
     std::vector<eval::WindowMetrics> metrics;
-    const TestResult look = look_at_test_window(m_space, *m_trainer, m_data, *m_test_features,
-                                                m_population, rows, policies, metrics);
+    TestResult look = look_at_test_window(m_space, *m_trainer, *m_data, *m_test_features,
+                                          m_population, rows, policies, metrics);
+    for (const Baseline& b :
+         baselines(m_data->test, "test", {test_window(*m_data, m_trainer->features().warmup())}))
+      look.baselines.push_back({b.policy, b.windows.front()});
     for (std::size_t i = 0; i < m_survivors.size(); ++i) {
       TestResult& test = m_runs[m_survivors[i]].result.test.emplace(look);
       test.best = metrics[at[i].first];
       test.last = metrics[at[i].second];
     }
+  }
+
+  // The built-in policies' metrics on windows of bars (the population's validation or test
+  // bars: which), or the sweep's where an earlier population's settings made the same.
+  std::vector<Baseline> baselines(const data::Bars& bars, const char* which,
+                                  const std::vector<eval::BarRange>& windows) const {
+    const eval::BacktestConfig config = backtest_config(m_population, m_trainer->positions());
+    auto make = [&] { return evaluate_baselines(m_space, bars, windows, config); };
+    if (m_options.shared == nullptr)
+      return make();
+    nlohmann::json key = {{"bars", which},
+                          {"data", data_key(m_population)},
+                          {"positions", config.positions},
+                          {"cost", config.cost},
+                          {"bars_per_year", config.bars_per_year},
+                          {"risk_free", config.risk_free}};
+    for (const eval::BarRange& w : windows)
+      key["windows"].push_back({w.begin, w.end});
+    return m_options.shared->baselines(key.dump(), make);
   }
 
   // final_metrics.json, the run's phases in timings.jsonl and the last line of each member
@@ -774,8 +810,8 @@ class PopulationRun {
   const PopulationOptions& m_options;
   std::ostream& m_log;
   ResumeOptions m_resume;
-  TrainConfig m_population;  // the population's loop
-  RunData m_data;
+  TrainConfig m_population;               // the population's loop
+  std::shared_ptr<const RunData> m_data;  // the sweep's, or the run's own
   std::vector<MemberRun> m_runs;
   std::optional<DqnTrainer> m_trainer;
   std::optional<data::FeatureSet> m_test_features;

@@ -22,6 +22,7 @@
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -143,6 +144,22 @@ struct ScheduleStep {
 
 class DqnTrainer;
 
+/// What the populations of a sweep share where their settings agree: the bars their settings
+/// load, and the built-in policies' metrics on their validation and test windows. The first
+/// population that needs one computes it; the others with the same settings take it from here.
+class SharedInputs {
+ public:
+  /// The bars of data_key(population), loaded once.
+  std::shared_ptr<const RunData> data(const TrainConfig& population);
+  /// The baselines that key names (the bars, the windows, the backtest settings), made once.
+  const std::vector<Baseline>& baselines(const std::string& key,
+                                         const std::function<std::vector<Baseline>()>& make);
+
+ private:
+  std::map<std::string, std::shared_ptr<const RunData>> m_data;
+  std::map<std::string, std::vector<Baseline>> m_baselines;
+};
+
 struct PopulationOptions {
   std::string checkpoints;  // the directory of the population's checkpoints
   // Where its files are written: the caller's writer (a sweep's, whose populations follow one
@@ -153,6 +170,8 @@ struct PopulationOptions {
   // sweep's, reused by population after population; it must outlive the writer's batches), or
   // the run's own.
   io::SnapshotPool* snapshots = nullptr;
+  // What it shares with the populations before and after it (a sweep's), or none.
+  SharedInputs* shared = nullptr;
   // Called after each epoch with it and the epochs to run (progress of a sweep).
   std::function<void(std::size_t epoch, std::size_t epochs)> on_epoch;
   // Asked before every step: true stops the run with Interrupted (RunHooks::interrupted).
