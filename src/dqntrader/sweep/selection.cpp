@@ -42,8 +42,9 @@ nlohmann::json logit_histogram(const std::vector<double>& logits) {
   return out;
 }
 
-// The most policies one evaluation takes at once: a population's most members.
-constexpr std::size_t kPoliciesAtOnce = 64;
+// The most policies one evaluation takes at once: a population's most members (the evaluator's
+// activations are bounded whatever it takes: eval::kMostActivations).
+constexpr std::size_t kPoliciesAtOnce = 256;
 
 nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
   std::vector<Candidate> candidates;
