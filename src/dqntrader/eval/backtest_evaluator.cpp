@@ -9,6 +9,16 @@
 namespace dqntrader::eval {
 
 namespace {
+
+// The most activations one network pass holds in each of its two buffers. On the host the
+// buffers are memory the caches hold and whose pages are touched once: on 2 cores a 16-member
+// sweep's test window (32 policies over 10,000 bars) took 2.2 s at 2^28, 0.4 s at 2^22.
+#if defined(DQNTRADER_BACKEND_CUDA)
+constexpr std::size_t kMostActivations = std::size_t{1} << 28;
+#else
+constexpr std::size_t kMostActivations = std::size_t{1} << 22;
+#endif
+
 ParameterRows as_rows(const Parameters& parameters) {
   return parameter_rows(parameters.data(), 1, parameters.extent(0));
 }

@@ -23,13 +23,10 @@ using Parameters = Kokkos::View<const float*, DeviceMemory>;
 /// Per-bar returns of several policies: one column a policy, one row a bar return.
 using ReturnMatrix = Kokkos::View<double**, Kokkos::LayoutLeft, DeviceMemory>;
 
-/// The activations one network pass of an evaluation holds in each of its two buffers, at
-/// most: 2^28 values (1 GiB in float32), however many policies it takes at once.
-constexpr std::size_t kMostActivations = std::size_t{1} << 28;
-
 /// The bars an evaluation's network pass takes: config.chunk_bars, but no more than the
 /// window's decisions (a short window's evaluator allocates what it uses) nor than keeps the
-/// activations of `policies` policies within kMostActivations.
+/// activations of `policies` policies within a bound, however many it takes at once: 2^28
+/// values (1 GiB in float32) a buffer on CUDA, 2^22 (16 MiB) on the host.
 std::size_t evaluation_chunk(const BacktestConfig& config, const nn::NetworkSpec& spec,
                              std::size_t policies, std::size_t decisions);
 

@@ -43,7 +43,7 @@ nlohmann::json logit_histogram(const std::vector<double>& logits) {
 }
 
 // The most policies one evaluation takes at once: a population's most members (the evaluator's
-// activations are bounded whatever it takes: eval::kMostActivations).
+// activations are bounded however many it takes: eval::evaluation_chunk).
 constexpr std::size_t kPoliciesAtOnce = 256;
 
 nlohmann::json selection_json(const ExecSpace& space, const SweepPlan& plan) {
