@@ -480,6 +480,15 @@ struct BlockMetrics {
 
 }  // namespace
 
+int evaluation_team_size(const ExecSpace& space) {
+#if defined(DQNTRADER_BACKEND_CUDA)
+  (void)space;
+  return 256;
+#else
+  return space.concurrency() >= 2 ? 2 : 1;
+#endif
+}
+
 MetricsEngine::MetricsEngine(const ExecSpace& space,
                              Kokkos::View<const double*, DeviceMemory> close,
                              const BacktestConfig& config, std::size_t max_returns)
@@ -529,7 +538,7 @@ void MetricsEngine::launch(const ExecSpace& space, const Paths& paths, std::size
   const PathBlocks at{m_close,      m_positions,   paths.decisions.data(),
                       paths.stride, begin,         n,
                       blocks,       m_config.cost, reinterpret_cast<Segment*>(m_segments.data())};
-  const int threads = tree_sum_team_size();
+  const int threads = evaluation_team_size(space);
   const std::size_t scratch = TeamScratch<TeamSlot>::shmem_size(threads);
   if (blocks > 1) {
     TeamPolicy policy(space, static_cast<int>(teams), threads);

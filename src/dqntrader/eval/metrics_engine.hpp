@@ -41,6 +41,11 @@ struct MetricSums {
 /// q_policy.cpp): a window is cut into blocks of this many, whatever the number of paths.
 constexpr std::size_t kBlockBars = 4096;
 
+/// The threads of a team of the evaluation kernels: a CUDA block of 256; on the host 2 where
+/// space runs 2 or more threads (a path's block is then shared as on CUDA: its runs scanned
+/// across the team), else 1.
+int evaluation_team_size(const ExecSpace& space);
+
 /// Position paths of one window, several at once: path k's decisions (indices into
 /// BacktestConfig::positions) at decisions(k * stride + i), i < returns.
 struct Paths {

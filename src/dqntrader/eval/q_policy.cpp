@@ -417,7 +417,7 @@ class EngineImpl final : public QPolicy::Engine {
     const PathBlocks at{
         maps.data(), paths.data(), m_block_maps.data(),         max_decisions,
         n,           blocks,       static_cast<int>(positions), static_cast<int>(start)};
-    const int threads = tree_sum_team_size();
+    const int threads = evaluation_team_size(space);
     Kokkos::TeamPolicy<ExecSpace> policy(space, static_cast<int>(k_count * blocks), threads);
     policy.set_scratch_size(0, Kokkos::PerTeam(TeamScratch<std::uint32_t>::shmem_size(threads)));
     if (blocks > 1)
