@@ -8,7 +8,7 @@
 #                                [train-peer] [pop] [pop-peer] [defaults] [sanitizer] [racecheck]
 #                                [profile] [pop-profile] [stalls] [detail] [compare]
 #                                [selection] [schedule] [mpi] [fused] [decisions] [module]
-#                                [export]
+#                                [export] [sweep]
 # With mpi the build has DQNTRADER_ENABLE_MPI (the test step then runs the MPI sweep test too).
 set -uo pipefail
 kokkos=3.4.01
@@ -300,6 +300,15 @@ if want selection; then
       { echo "selection: the sweep with signal $signal failed"; tail -n 5 "$out/selection-$signal.log"; status=1; continue; }
     python3 bench/selection_summary.py "$runs/luck-$signal" --signal "$signal" --begin "$begin" \
       --log "$out/selection-$signal.log" | tee -a "$out/selection.jsonl"
+  done
+fi
+if want sweep; then
+  # Where a sweep's time goes: 1,024 seeds of the defaults, 2 epochs, on 200,000 bars of the
+  # built-in market, twice (each population's phases, the sweep's end; docs/BENCHMARKS.md).
+  for round in 1 2; do
+    timeout 240 python3 bench/sweep_phases.py --dqntrader "$build/dqntrader" --work "$runs/sweep" \
+      --seeds 1-1024 >"$out/sweep-$round.json" || { echo "sweep: round $round failed"; status=1; }
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print("sweep/1024-seeds", d.get("wall_seconds"), "s; least inside", d.get("least_inside_share"))' "$out/sweep-$round.json"
   done
 fi
 if want schedule; then
