@@ -670,7 +670,7 @@ TEST(Metrics, PathsTogetherGetTheirNumbersAloneAcrossBlocks) {
   const ExecSpace space;
   const auto close = upload(bars.close);
   const auto paths = upload(all);
-  const eval::MetricsEngine engine(space, close, config, n);
+  const eval::MetricsEngine engine(space, close, config, n, count);
   Kokkos::View<WindowMetrics*, DeviceMemory> results("results", count);
   Kokkos::View<double*, DeviceMemory> returns("returns", count * n);
   engine.enqueue_returns(space, 0, eval::Paths{paths, n, count, n}, results, returns.data(), n);

@@ -44,9 +44,8 @@ BacktestEvaluator::BacktestEvaluator(const ExecSpace& space, const data::Feature
       m_policy(space, spec, config.precision, features, stats, max_policies,
                evaluation_chunk(config, spec, max_policies, window.returns()), window.returns(),
                config.flat_index()),
-      m_metrics(space, features.close(), config, window.returns()),
-      m_results(Kokkos::view_alloc(space, std::string("dqntrader::eval::results")), max_policies),
-      m_max_policies(max_policies) {
+      m_metrics(space, features.close(), config, window.returns(), max_policies),
+      m_results(Kokkos::view_alloc(space, std::string("dqntrader::eval::results")), max_policies) {
   validate(config);
   if (spec.positions != config.positions.size()) {
     throw InputError("the network has " + std::to_string(spec.positions) +
@@ -109,12 +108,12 @@ std::vector<std::vector<WindowMetrics>> BacktestEvaluator::walk_forward(
 
 std::vector<WindowMetrics> BacktestEvaluator::evaluate_graphed(const ParameterRows& parameters) {
   const std::size_t count = parameters.extent(0);
-  if (parameters.extent(1) != m_parameter_count || count == 0 || count > m_max_policies ||
+  if (parameters.extent(1) != m_parameter_count || count == 0 || count > m_results.extent(0) ||
       (m_graph.captured() && count != m_graph_policies)) {
     throw InputError(std::to_string(count) + " parameter vectors of " +
                      std::to_string(parameters.extent(1)) + " values; the network has " +
                      std::to_string(m_parameter_count) + " and the recorded evaluation takes " +
-                     std::to_string(m_graph.captured() ? m_graph_policies : m_max_policies));
+                     std::to_string(m_graph.captured() ? m_graph_policies : m_results.extent(0)));
   }
   // The recording's input, allocated by the first call (an evaluator that never records
   // takes none).

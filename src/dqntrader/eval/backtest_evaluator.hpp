@@ -82,7 +82,6 @@ class BacktestEvaluator {
   QPolicy m_policy;
   MetricsEngine m_metrics;
   Kokkos::View<WindowMetrics*, DeviceMemory> m_results;
-  std::size_t m_max_policies;
   Kokkos::View<float**, Kokkos::LayoutRight, DeviceMemory> m_graph_parameters;
   std::size_t m_graph_policies = 0;  // how many the recording evaluates
   exec::CapturedWork m_graph;

@@ -491,12 +491,22 @@ int evaluation_team_size(const ExecSpace& space) {
 
 MetricsEngine::MetricsEngine(const ExecSpace& space,
                              Kokkos::View<const double*, DeviceMemory> close,
-                             const BacktestConfig& config, std::size_t max_returns)
+                             const BacktestConfig& config, std::size_t max_returns,
+                             std::size_t max_paths)
     : m_config(config),
       m_close(close),
       m_positions(Kokkos::view_alloc(space, std::string("dqntrader::eval::positions")),
                   config.positions.size()),
       m_max_returns(max_returns) {
+  const std::size_t teams = max_paths * ((max_returns + kBlockBars - 1) / kBlockBars);
+  auto workspace = [&](const char* label, std::size_t bytes) {
+    return Kokkos::View<unsigned char*, DeviceMemory>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), bytes);
+  };
+  m_segments = workspace("dqntrader::eval::block_segments", teams * sizeof(Segment));
+  m_partials = workspace("dqntrader::eval::block_partials", teams * sizeof(BlockPartial));
+  m_arrivals = Kokkos::View<int*, DeviceMemory>(
+      Kokkos::view_alloc(space, std::string("dqntrader::eval::block_arrivals")), max_paths);
   validate(config);
   auto host = Kokkos::create_mirror_view(m_positions);
   for (std::size_t i = 0; i < config.positions.size(); ++i)
@@ -515,26 +525,13 @@ void MetricsEngine::launch(const ExecSpace& space, const Paths& paths, std::size
                      std::to_string(m_max_returns));
   if (begin + n + 1 > m_close.extent(0))
     throw InputError("window runs past the last bar");
-  if (paths.count == 0 || first_slot + paths.count > results.extent(0) ||
+  if (paths.count == 0 || paths.count > m_arrivals.extent(0) ||
+      first_slot + paths.count > results.extent(0) ||
       (paths.count - 1) * paths.stride + n > paths.decisions.extent(0))
-    throw InputError(std::to_string(paths.count) + " paths do not fit the results or decisions");
+    throw InputError(std::to_string(paths.count) + " paths; the engine takes 1 to " +
+                     std::to_string(m_arrivals.extent(0)) +
+                     ", within the results and decisions given");
   const std::size_t blocks = (n + kBlockBars - 1) / kBlockBars, teams = paths.count * blocks;
-  // The blocks' workspace, grown to the largest launch (before a recording: evaluate_graphed
-  // runs its work once first).
-  if (m_segments.extent(0) < teams * sizeof(Segment)) {
-    m_segments = Kokkos::View<unsigned char*, DeviceMemory>(
-        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                           std::string("dqntrader::eval::block_segments")),
-        teams * sizeof(Segment));
-    m_partials = Kokkos::View<unsigned char*, DeviceMemory>(
-        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                           std::string("dqntrader::eval::block_partials")),
-        teams * sizeof(BlockPartial));
-  }
-  if (m_arrivals.extent(0) < paths.count) {
-    m_arrivals = Kokkos::View<int*, DeviceMemory>(
-        Kokkos::view_alloc(space, std::string("dqntrader::eval::block_arrivals")), paths.count);
-  }
   const PathBlocks at{m_close,      m_positions,   paths.decisions.data(),
                       paths.stride, begin,         n,
                       blocks,       m_config.cost, reinterpret_cast<Segment*>(m_segments.data())};

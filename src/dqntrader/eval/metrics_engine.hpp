@@ -57,9 +57,10 @@ struct Paths {
 
 class MetricsEngine {
  public:
-  /// close: every bar's close price (device); max_returns: the longest window to serve.
+  /// close: every bar's close price (device); max_returns: the longest window to serve;
+  /// max_paths: the most paths one launch takes (its blocks' workspace is allocated here).
   MetricsEngine(const ExecSpace& space, Kokkos::View<const double*, DeviceMemory> close,
-                const BacktestConfig& config, std::size_t max_returns);
+                const BacktestConfig& config, std::size_t max_returns, std::size_t max_paths = 1);
 
   /// Enqueues on space the metrics of every path of paths over the window starting at bar
   /// begin, path k's into results(first_slot + k): one kernel, a team a path. Does not wait.
@@ -92,10 +93,10 @@ class MetricsEngine {
   Kokkos::View<const double*, DeviceMemory> m_close;
   Kokkos::View<double*, DeviceMemory> m_positions;  // the position of each action
   std::size_t m_max_returns;
-  // The blocks' segments and partial sums, and each path's count of blocks arrived: grown to
-  // the largest launch.
-  mutable Kokkos::View<unsigned char*, DeviceMemory> m_segments, m_partials;
-  mutable Kokkos::View<int*, DeviceMemory> m_arrivals;
+  // The blocks' segments and partial sums, and each path's count of blocks arrived, for
+  // max_paths paths of max_returns returns.
+  Kokkos::View<unsigned char*, DeviceMemory> m_segments, m_partials;
+  Kokkos::View<int*, DeviceMemory> m_arrivals;
 };
 
 }  // namespace dqntrader::eval

@@ -122,7 +122,7 @@ std::vector<BuiltinRun> evaluate_builtins(const ExecSpace& space, const data::Ba
   const auto close = upload(space, bars.close, "dqntrader::eval::builtin_close");
   const auto ofi = upload(space, bars.ofi, "dqntrader::eval::builtin_ofi");
   const std::size_t count = policies.size();
-  const MetricsEngine engine(space, close, config, longest);
+  const MetricsEngine engine(space, close, config, longest, count);
   Kokkos::View<std::int8_t*, DeviceMemory> decisions(
       Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
                          std::string("dqntrader::eval::builtin_paths")),
