@@ -410,7 +410,8 @@ std::string report_run(const py::dict& arguments, py::object log) {
 
 // ---- backtests ------------------------------------------------------------------------------
 
-// A backtest (request::backtest_request) of bars held in memory, or of the data's file.
+// A backtest (request::backtest_request) of bars held in memory, or of every instrument of the
+// data's file (the one its symbol chooses, when given).
 py::dict backtest(const std::optional<BarsPtr>& in_memory, const py::dict& arguments) {
   Call call;
   request::BacktestRequest r = request::backtest_request(
@@ -418,36 +419,47 @@ py::dict backtest(const std::optional<BarsPtr>& in_memory, const py::dict& argum
   r.run.paths = true;
   eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
   files.columns.symbol = r.symbol;
-  const BarsPtr held =
-      in_memory ? *in_memory : std::make_shared<data::Bars>(data::load_bars(r.data, files.columns));
-  const data::Bars& bars = *held;
-  const eval::BacktestResult result = run_released([&](const ExecSpace& space, StopCheck&) {
-    return eval::run_backtest(space, bars, files, r.run);
-  });
+  data::Panel panel;
+  if (in_memory) {
+    panel.symbols.emplace_back();
+    panel.instruments.push_back(**in_memory);
+  } else {
+    panel = data::load_panel(r.data, files.columns);
+  }
+  const std::vector<eval::BacktestResult> results =
+      run_released([&](const ExecSpace& space, StopCheck&) {
+        return eval::run_backtest(space, panel, files, r.run);
+      });
   py::list paths;
-  for (std::size_t w = 0; w < result.windows.size(); ++w) {
-    for (std::size_t k = 0; k < result.names.size(); ++k) {
-      const eval::PathDetail& d = result.details[w][k];
-      const std::size_t n = d.returns.size();
-      py::array_t<std::int64_t> bar(static_cast<py::ssize_t>(n));
-      py::array_t<std::int64_t> ms(static_cast<py::ssize_t>(n));
-      for (std::size_t i = 0; i < n; ++i) {
-        bar.mutable_at(i) = static_cast<std::int64_t>(result.windows[w].begin + i + 1);
-        ms.mutable_at(i) = bars.timestamp_ms[result.windows[w].begin + i + 1];
+  for (std::size_t s = 0; s < panel.size(); ++s) {
+    const eval::BacktestResult& result = results[s];
+    const data::Bars& bars = panel.instruments[s];
+    for (std::size_t w = 0; w < result.windows.size(); ++w) {
+      for (std::size_t k = 0; k < result.names.size(); ++k) {
+        const eval::PathDetail& d = result.details[w][k];
+        const std::size_t n = d.returns.size();
+        py::array_t<std::int64_t> bar(static_cast<py::ssize_t>(n));
+        py::array_t<std::int64_t> ms(static_cast<py::ssize_t>(n));
+        for (std::size_t i = 0; i < n; ++i) {
+          bar.mutable_at(i) = static_cast<std::int64_t>(result.windows[w].begin + i + 1);
+          ms.mutable_at(i) = bars.timestamp_ms[result.windows[w].begin + i + 1];
+        }
+        py::dict path;
+        if (panel.size() > 1)
+          path["symbol"] = panel.symbols[s];
+        path["policy"] = result.names[k];
+        path["window"] = w + 1;
+        path["bar"] = bar;
+        path["timestamp_ms"] = ms;
+        path["position"] = py::array_t<double>(static_cast<py::ssize_t>(n), d.positions.data());
+        path["return"] = array_of(d.returns);
+        path["equity"] = py::array_t<double>(static_cast<py::ssize_t>(n), d.equity.data() + 1);
+        paths.append(path);
       }
-      py::dict path;
-      path["policy"] = result.names[k];
-      path["window"] = w + 1;
-      path["bar"] = bar;
-      path["timestamp_ms"] = ms;
-      path["position"] = py::array_t<double>(static_cast<py::ssize_t>(n), d.positions.data());
-      path["return"] = array_of(d.returns);
-      path["equity"] = py::array_t<double>(static_cast<py::ssize_t>(n), d.equity.data() + 1);
-      paths.append(path);
     }
   }
   py::dict out;
-  out["metrics"] = json_to_python(eval::to_json(result));
+  out["metrics"] = json_to_python(eval::to_json(panel, results));
   out["paths"] = paths;
   return out;
 }

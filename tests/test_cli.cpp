@@ -279,6 +279,89 @@ TEST_F(Cli, BacktestsSeveralPoliciesTogetherOnAChosenWindowAndItsParts) {
   }
 }
 
+// A universe file backtests every instrument on its own bars: each instrument's metrics and
+// per-bar returns are the backtest of its symbol alone (the window cut at the same timestamps),
+// marked with its symbol. The instruments keep calendars of their own.
+TEST_F(Cli, BacktestOfAUniverseIsEachInstrumentsBacktestAlone) {
+  data::SynthConfig config;
+  config.bars = 900;
+  config.seed = testing::test_seed();
+  config.symbols = 3;
+  data::SynthPanel universe = data::synth_panel(config);
+  // S02 misses every seventh day; S03 ends 300 days early.
+  auto keep = [](const data::Bars& b, auto&& kept) {
+    data::Bars out;
+    for (std::size_t t = 0; t < b.size(); ++t) {
+      if (!kept(t))
+        continue;
+      out.timestamp_ms.push_back(b.timestamp_ms[t]);
+      out.open.push_back(b.open[t]);
+      out.high.push_back(b.high[t]);
+      out.low.push_back(b.low[t]);
+      out.close.push_back(b.close[t]);
+      out.volume.push_back(b.volume[t]);
+      out.ofi.push_back(b.ofi[t]);
+    }
+    return out;
+  };
+  universe.bars[1] = keep(universe.bars[1], [](std::size_t t) { return t % 7 != 3; });
+  universe.bars[2] = keep(universe.bars[2], [](std::size_t t) { return t < 600; });
+  data::write_bars_csv(path("universe.csv"), universe.bars, universe.symbols);
+  const data::Bars& first = universe.bars[0];
+  const std::string start = data::format_iso8601_ms(first.timestamp_ms[100]).substr(0, 10);
+  const std::string end = data::format_iso8601_ms(first.timestamp_ms[580]).substr(0, 10);
+  const std::string backtest = "backtest --data " + path("universe.csv") +
+                               " --policy buy-and-hold --policy sign-of-ofi --start " + start +
+                               " --end " + end + " --windows 2";
+  const Result all =
+      run(backtest + " --json " + path("all.json") + " --returns " + path("all.csv"));
+  ASSERT_EQ(all.code, 0) << all.err;
+  EXPECT_NE(all.out.find("3 instruments"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("instrument S02, window 2 of 2"), std::string::npos) << all.out;
+  const nlohmann::json objects = json_file(path("all.json"));
+  ASSERT_EQ(objects.size(), 3u * 2 * 2);  // instruments x windows x policies
+  std::vector<std::string> rows;
+  {
+    std::ifstream csv(path("all.csv"));
+    for (std::string line; std::getline(csv, line);)
+      rows.push_back(line);
+  }
+  ASSERT_FALSE(rows.empty());
+  std::size_t object = 0, row = 1;
+  for (const std::string& symbol : universe.symbols) {
+    SCOPED_TRACE(symbol);
+    const Result alone = run(backtest + " --symbol " + symbol + " --json " + path("one.json") +
+                             " --returns " + path("one.csv"));
+    ASSERT_EQ(alone.code, 0) << alone.err;
+    const nlohmann::json one = json_file(path("one.json"));
+    for (nlohmann::json expected : one) {
+      ASSERT_LT(object, objects.size());
+      expected["symbol"] = symbol;
+      EXPECT_EQ(objects[object++], expected);
+    }
+    std::ifstream csv(path("one.csv"));
+    std::string line;
+    std::getline(csv, line);
+    EXPECT_EQ(rows[0], "symbol," + line);
+    while (std::getline(csv, line)) {
+      ASSERT_LT(row, rows.size());
+      EXPECT_EQ(rows[row++], symbol + "," + line);
+    }
+  }
+  EXPECT_EQ(object, objects.size());
+  EXPECT_EQ(row, rows.size());
+  // The same days fall on other bars of S02 (its missing days): its windows start elsewhere.
+  EXPECT_NE(objects[0]["window"], objects[4]["window"]);
+  // A window that one instrument cannot hold exits 2 naming it, and writes nothing.
+  const std::string late = data::format_iso8601_ms(first.timestamp_ms[700]).substr(0, 10);
+  const Result bad = run("backtest --data " + path("universe.csv") + " --policy flat --start " +
+                         late + " --json " + path("bad.json"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find(path("universe.csv") + "[S03]: --start " + late), std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(fs::exists(path("bad.json")));
+}
+
 // A window that is empty, reversed or outside the data exits with 2, names the argument and
 // writes nothing.
 TEST_F(Cli, BadBacktestWindowsExitWithTwoNamingTheArgument) {

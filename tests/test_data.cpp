@@ -166,6 +166,46 @@ TEST(CsvReader, ReadsTheChosenInstrumentOfAFileOfSeveral) {
   EXPECT_NO_THROW(data::check_symbol("symbol", "BRK.B"));
 }
 
+// Read whole, the same file is a panel of both instruments in the order their symbols first
+// appear, each exactly the bars the symbol reads alone; a file of one instrument, or a chosen
+// symbol, is a panel of one.
+TEST(CsvReader, ReadsEveryInstrumentOfAFileAsAPanel) {
+  TempDir dir;
+  const std::string path = dir.file("panel.csv",
+                                    "timestamp,symbol,open,high,low,close,extra1\n"
+                                    "2024-01-02,BBB,20,21,19,20.5,1\n"
+                                    "2024-01-02,AAA,10,11,9,10.5,2\n"
+                                    "2024-01-03,AAA,10,11,9,10.25,3\n"
+                                    "2024-01-04,BBB,20,21,19,20.25,4\n");
+  data::BarSelection columns;
+  columns.names = {"extra1"};
+  const data::Panel panel = data::read_panel_csv(path, columns);
+  ASSERT_EQ(panel.symbols, (std::vector<std::string>{"BBB", "AAA"}));
+  ASSERT_EQ(panel.size(), 2u);
+  for (std::size_t i = 0; i < panel.size(); ++i) {
+    data::BarSelection choice = columns;
+    choice.symbol = panel.symbols[i];
+    const data::Bars alone = data::read_bars_csv(path, choice);
+    EXPECT_EQ(data::fingerprint(panel.instruments[i]), data::fingerprint(alone))
+        << panel.symbols[i];
+    EXPECT_EQ(panel.instruments[i].timestamp_ms, alone.timestamp_ms) << panel.symbols[i];
+    EXPECT_EQ(panel.instruments[i].source, alone.source);
+  }
+  EXPECT_EQ(panel.instruments[1].extra.at(0).values, (std::vector<double>{2, 3}));
+  data::BarSelection aaa;
+  aaa.symbol = "AAA";
+  const data::Panel chosen = data::read_panel_csv(path, aaa);
+  EXPECT_EQ(chosen.symbols, (std::vector<std::string>{"AAA"}));
+  EXPECT_EQ(chosen.instruments.at(0).close, (std::vector<double>{10.5, 10.25}));
+  const std::string one = dir.file("one.csv",
+                                   "timestamp,open,high,low,close\n"
+                                   "2024-01-02,10,11,9,10.5\n");
+  const data::Panel single = data::read_panel_csv(one);
+  EXPECT_EQ(single.symbols, (std::vector<std::string>{""}));
+  EXPECT_EQ(data::fingerprint(single.instruments.at(0)),
+            data::fingerprint(data::read_bars_csv(one)));
+}
+
 // A synthetic universe: one instrument is the market itself; several are written to one file
 // and each reads back exactly; they share a common factor (their returns correlate, where two
 // independent markets' do not), and the ofi signal is planted in the first half alone, falling
@@ -248,6 +288,28 @@ TEST_P(CsvRejects, WithFileLineAndColumn) {
   const std::string path = dir.file(std::string(c.name) + ".csv", c.content);
   try {
     data::read_bars_csv(path);
+    FAIL() << "accepted " << c.name;
+  } catch (const InputError& e) {
+    const std::string where =
+        path + ":" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": ";
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(where, 0), 0u) << "message: " << what << "\nexpected prefix: " << where;
+    EXPECT_NE(what.find(c.message), std::string::npos) << "message: " << what;
+  }
+}
+
+// Read as a panel, every bad file is refused at the same spot, but the file of several
+// instruments, which a panel reads whole.
+TEST_P(CsvRejects, AsAPanelToo) {
+  const testing::BadCase& c = GetParam();
+  TempDir dir;
+  const std::string path = dir.file(std::string(c.name) + ".csv", c.content);
+  if (std::string(c.name) == "several_symbols_none_chosen") {
+    EXPECT_EQ(data::read_panel_csv(path).symbols, (std::vector<std::string>{"AAA", "BBB"}));
+    return;
+  }
+  try {
+    data::read_panel_csv(path);
     FAIL() << "accepted " << c.name;
   } catch (const InputError& e) {
     const std::string where =

@@ -612,12 +612,14 @@ def backtest(bars, weights=(), policy=(), **options):
     """Backtests policy files (weights) and built-in policies (policy: "buy-and-hold", "flat",
     "sign-of-ofi"; one or a list) on bars, together (``dqntrader backtest``).
 
-    bars: :class:`Bars` or a bar file's path. start, end: the window's first and last bar (an
-    index, or a time: the first bar at or after it, the last at or before it).
+    bars: :class:`Bars` or a bar file's path (of a file of several instruments, every one, each
+    on its own bars, unless symbol= chooses one). start, end: the window's first and last bar
+    (an index, or a time: the first bar at or after it, the last at or before it).
     Returns {"metrics": [...], "paths": [...]}: metrics as ``backtest --json`` writes them (one
     dict per policy and window: policy, window, metrics); paths one dict per policy and window
     with NumPy arrays, a row per bar return (as ``--returns``): bar, timestamp, position (held
-    over the bar), return (net), equity (after it; 1 at the window's first bar).
+    over the bar), return (net), equity (after it; 1 at the window's first bar). Of several
+    instruments, each dict of either also names its symbol.
 
     Options with their defaults:
     """

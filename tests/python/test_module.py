@@ -395,6 +395,24 @@ def test_a_universe_is_the_commands_each_symbol_from_its_file(tmp_path):
         dqntrader.Bars.from_file(tmp_path / "u.csv", symbol="a b")
 
 
+def test_a_universe_backtests_every_instrument_as_its_symbol_alone(tmp_path):
+    cli("synth", "--bars", 500, "--seed", 5, "--symbols", 3, "--out", tmp_path / "u.csv")
+    both = ["buy-and-hold", "sign-of-ofi"]
+    every = dqntrader.backtest(tmp_path / "u.csv", policy=both, start="2000-03-01", windows=2)
+    assert [m["symbol"] for m in every["metrics"]] == ["S01"] * 4 + ["S02"] * 4 + ["S03"] * 4
+    for i, symbol in enumerate(["S01", "S02", "S03"]):
+        alone = dqntrader.backtest(tmp_path / "u.csv", policy=both, start="2000-03-01",
+                                   windows=2, symbol=symbol)
+        for got, want in zip(every["metrics"][4 * i:4 * i + 4], alone["metrics"]):
+            assert got == dict(want, symbol=symbol)
+        for got, want in zip(every["paths"][4 * i:4 * i + 4], alone["paths"]):
+            assert got["symbol"] == symbol and "symbol" not in want
+            for key in ("policy", "window"):
+                assert got[key] == want[key]
+            for key in ("bar", "timestamp", "position", "return", "equity"):
+                np.testing.assert_array_equal(got[key], want[key])
+
+
 def test_a_frame_of_several_instruments_gives_the_chosen_ones_rows(tmp_path):
     cli("synth", "--bars", 300, "--seed", 4, "--symbols", 3, "--out", tmp_path / "u.csv")
     long = pd.read_csv(tmp_path / "u.csv", float_precision="round_trip")

@@ -57,15 +57,15 @@ std::string metrics_table(const std::vector<std::string>& names,
   return out.str();
 }
 
-// The per-bar paths as CSV: a row per bar return of each window (the window's number, the bar
-// at whose close the return is realised and its time), per policy the position held over the
-// bar, the net return and the equity after it (E_0 = 1 at the window's first bar), every
-// number with 17 significant digits (it reads back as the same double; a zero is written "0").
-std::string returns_csv(const std::vector<std::string>& names,
-                        const std::vector<eval::BarRange>& windows,
-                        const std::vector<std::vector<eval::PathDetail>>& details,
-                        const data::Bars& bars) {
-  std::string out = "window,bar,timestamp";
+// The per-bar paths as CSV: a row per bar return of each window of each instrument (of a
+// panel of several, the instrument's symbol first; the window's number, the bar at whose close
+// the return is realised and its time), per policy the position held over the bar, the net
+// return and the equity after it (E_0 = 1 at the window's first bar), every number with 17
+// significant digits (it reads back as the same double; a zero is written "0").
+std::string returns_csv(const std::vector<std::string>& names, const data::Panel& panel,
+                        const std::vector<eval::BacktestResult>& results) {
+  const bool symbols = panel.size() > 1;
+  std::string out = symbols ? "symbol,window,bar,timestamp" : "window,bar,timestamp";
   for (const std::string& name : names) {
     for (const char* column : {":position", ":return", ":equity"})
       out += "," + io::csv_field(name + column);
@@ -77,17 +77,22 @@ std::string returns_csv(const std::vector<std::string>& names,
     out += ',';
     out += number;
   };
-  for (std::size_t w = 0; w < windows.size(); ++w) {
-    for (std::size_t i = 0; i < windows[w].returns(); ++i) {
-      const std::size_t bar = windows[w].begin + i + 1;
-      out += std::to_string(w + 1) + "," + std::to_string(bar) + "," +
-             data::format_iso8601_ms(bars.timestamp_ms[bar]);
-      for (const eval::PathDetail& d : details[w]) {
-        add(d.positions[i]);
-        add(d.returns[i]);
-        add(d.equity[i + 1]);
+  for (std::size_t s = 0; s < panel.size(); ++s) {
+    const std::vector<eval::BarRange>& windows = results[s].windows;
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      for (std::size_t i = 0; i < windows[w].returns(); ++i) {
+        const std::size_t bar = windows[w].begin + i + 1;
+        if (symbols)
+          out += io::csv_field(panel.symbols[s]) + ",";
+        out += std::to_string(w + 1) + "," + std::to_string(bar) + "," +
+               data::format_iso8601_ms(panel.instruments[s].timestamp_ms[bar]);
+        for (const eval::PathDetail& d : results[s].details[w]) {
+          add(d.positions[i]);
+          add(d.returns[i]);
+          add(d.equity[i + 1]);
+        }
+        out += "\n";
       }
-      out += "\n";
     }
   }
   return out;
@@ -133,12 +138,14 @@ Command add_backtest(CLI::App& app) {
     r.run.paths = !returns.empty();
     eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
     files.columns.symbol = r.symbol;
-    const data::Bars bars = data::load_bars(r.data, files.columns);
-    const eval::BacktestResult result = eval::run_backtest(space, bars, files, r.run);
-    const std::vector<std::string>& names = result.names;
-    const std::vector<eval::BarRange>& windows = result.windows;
-    const eval::BacktestConfig& config = result.config;
-    auto describe = [&](const eval::BarRange& w) {
+    // Every instrument of the data (the one --symbol chooses, when given), each backtested on
+    // its own bars.
+    const data::Panel panel = data::load_panel(r.data, files.columns);
+    const std::vector<eval::BacktestResult> results =
+        eval::run_backtest(space, panel, files, r.run);
+    const std::vector<std::string>& names = results.front().names;
+    const eval::BacktestConfig& config = results.front().config;
+    auto describe = [](const data::Bars& bars, const eval::BarRange& w) {
       return "bars " + std::to_string(w.begin) + " .. " + std::to_string(w.end - 1) + " (" +
              data::format_iso8601_ms(bars.timestamp_ms[w.begin]) + " .. " +
              data::format_iso8601_ms(bars.timestamp_ms[w.end - 1]) + ")";
@@ -148,21 +155,36 @@ Command add_backtest(CLI::App& app) {
     for (std::size_t k = 0; k < names.size(); ++k) {
       table << "policy  " << (k < files.paths.size() ? names[k] : "built-in " + names[k]) << "\n";
     }
-    table << "data    " << r.data << ": "
-          << describe(eval::BarRange{windows.front().begin, windows.back().end}) << "\n"
+    table << "data    " << r.data << ": ";
+    if (panel.size() == 1) {
+      const std::vector<eval::BarRange>& windows = results.front().windows;
+      table << describe(panel.instruments.front(),
+                        eval::BarRange{windows.front().begin, windows.back().end});
+    } else {
+      table << panel.size() << " instruments";
+    }
+    table << "\n"
           << "costs   " << config.cost << " per unit traded; A = " << config.bars_per_year
           << " bars per year; rf = " << config.risk_free << " per bar\n";
-    for (std::size_t w = 0; w < windows.size(); ++w) {
-      if (windows.size() > 1) {
-        table << "window " << w + 1 << " of " << windows.size() << ": " << describe(windows[w])
-              << "\n";
+    for (std::size_t s = 0; s < panel.size(); ++s) {
+      const eval::BacktestResult& result = results[s];
+      const std::vector<eval::BarRange>& windows = result.windows;
+      const std::string instrument =
+          panel.size() > 1 ? "instrument " + panel.symbols[s] : std::string();
+      for (std::size_t w = 0; w < windows.size(); ++w) {
+        if (windows.size() > 1) {
+          table << (instrument.empty() ? "" : instrument + ", ") << "window " << w + 1 << " of "
+                << windows.size() << ": " << describe(panel.instruments[s], windows[w]) << "\n";
+        } else if (!instrument.empty()) {
+          table << instrument << ": " << describe(panel.instruments[s], windows[w]) << "\n";
+        }
+        table << metrics_table(names, result.metrics[w]);
       }
-      table << metrics_table(names, result.metrics[w]);
     }
     if (!json.empty())
-      write_output(json, eval::to_json(result).dump(2) + "\n");
+      write_output(json, eval::to_json(panel, results).dump(2) + "\n");
     if (r.run.paths)
-      write_output(returns, returns_csv(names, windows, result.details, bars));
+      write_output(returns, returns_csv(names, panel, results));
   };
   return command;
 }

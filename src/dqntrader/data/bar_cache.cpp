@@ -210,4 +210,13 @@ Bars load_bars(const std::string& path, const BarSelection& selection) {
   return is_bar_cache_path(path) ? read_bar_cache(path, selection) : read_bars_csv(path, selection);
 }
 
+Panel load_panel(const std::string& path, const BarSelection& selection) {
+  if (!is_bar_cache_path(path))
+    return read_panel_csv(path, selection);
+  Panel panel;
+  panel.symbols.emplace_back();
+  panel.instruments.push_back(read_bar_cache(path, selection));
+  return panel;
+}
+
 }  // namespace dqntrader::data

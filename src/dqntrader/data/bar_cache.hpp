@@ -34,4 +34,7 @@ bool is_bar_cache_path(const std::string& path);
 /// Loads a CSV or a cache, chosen by the extension.
 Bars load_bars(const std::string& path, const BarSelection& selection = {});
 
+/// Loads every instrument of a CSV file (read_panel_csv), or a cache as a panel of one.
+Panel load_panel(const std::string& path, const BarSelection& selection = {});
+
 }  // namespace dqntrader::data

@@ -1,4 +1,4 @@
-// Market bars of one instrument, on the host, validated.
+// Market bars of one instrument, or of several (a panel), on the host, validated.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +28,16 @@ struct Bars {
   std::size_t size() const { return close.size(); }
   bool has_volume() const { return !volume.empty(); }
   bool has_ofi() const { return !ofi.empty(); }
+};
+
+/// Bars of several instruments (a universe), each satisfying Bars' invariants on its own
+/// calendar, in the order their symbols first appear in the data. A single instrument is a
+/// panel of one (its symbol empty when the data name none).
+struct Panel {
+  std::vector<std::string> symbols;
+  std::vector<Bars> instruments;
+
+  std::size_t size() const { return instruments.size(); }
 };
 
 /// The first count bars of bars (all of them when count is larger), every column cut alike.

@@ -12,7 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "dqntrader/core/error.hpp"
@@ -84,8 +84,8 @@ void check_text(std::string_view text, const std::string& source, std::size_t fi
 
 class CsvBarParser::Impl {
  public:
-  Impl(const std::string& source, const BarSelection& selection)
-      : m_path(source), m_selection(selection) {
+  Impl(const std::string& source, const BarSelection& selection, bool every_symbol = false)
+      : m_path(source), m_selection(selection), m_every(every_symbol && selection.symbol.empty()) {
     m_bars.source = source;
   }
 
@@ -115,7 +115,7 @@ class CsvBarParser::Impl {
           m_line + 1, 1,
           "no rows of symbol '" + m_selection.symbol + "' (the file holds " + seen_symbols() + ")");
     }
-    if (m_bars.size() == 0)
+    if ((m_every && m_symbol ? m_instruments.size() : m_bars.size()) == 0)
       fail(m_line + 1, 1, "no data rows after the header");
   }
 
@@ -135,14 +135,28 @@ class CsvBarParser::Impl {
     return text.empty() ? "none" : text;
   }
 
-  // Whether the row's instrument is the one read: the chosen symbol's rows alone; without a
-  // choice, every row must be of the first row's symbol.
+  // Whether the row's instrument is read: the chosen symbol's rows alone; every instrument's
+  // when the parser reads them all (m_row_index says which); without either, every row must be
+  // of the first row's symbol.
   bool keeps(const Field& symbol, std::size_t line) {
     const std::string_view text = symbol.text;
     if (text.empty())
       fail(line, symbol.column, "empty symbol");
-    if (m_seen_set.emplace(text).second)
+    const auto [at, added] = m_seen_index.emplace(std::string(text), m_seen.size());
+    if (added) {
       m_seen.emplace_back(text);
+      if (m_every) {
+        Bars instrument;
+        instrument.source = m_path + "[" + std::string(text) + "]";  // what messages name
+        for (const NamedColumn& column : m_bars.extra)
+          instrument.extra.push_back(NamedColumn{column.name, {}});
+        m_instruments.push_back(std::move(instrument));
+      }
+    }
+    if (m_every) {
+      m_row_index = at->second;
+      return true;
+    }
     if (!m_selection.symbol.empty())
       return text == m_selection.symbol;
     if (m_seen.size() > 1) {
@@ -157,6 +171,9 @@ class CsvBarParser::Impl {
     }
     return true;
   }
+
+  // The instrument the row being read adds to.
+  Bars& target() { return m_every && m_symbol ? m_instruments[m_row_index] : m_bars; }
 
   void header(const std::vector<Field>& fields, std::size_t line) {
     m_names.clear();
@@ -307,10 +324,11 @@ class CsvBarParser::Impl {
         return false;
       m_row_symbol = fields[*m_symbol].text;
     }
+    Bars& bars = target();
     const std::int64_t ms = timestamp(fields[m_timestamp], line);
-    if (!m_bars.timestamp_ms.empty() && ms <= m_bars.timestamp_ms.back()) {
+    if (!bars.timestamp_ms.empty() && ms <= bars.timestamp_ms.back()) {
       fail(line, fields[m_timestamp].column,
-           ms == m_bars.timestamp_ms.back()
+           ms == bars.timestamp_ms.back()
                ? "duplicated timestamp '" + std::string(fields[m_timestamp].text) + "'"
                : "timestamp '" + std::string(fields[m_timestamp].text) +
                      "' is earlier than the previous row's: timestamps must increase");
@@ -327,21 +345,21 @@ class CsvBarParser::Impl {
                                                                   : m_close;
       fail(line, fields[index].column, describe(check));
     }
-    m_bars.timestamp_ms.push_back(ms);
-    m_bars.open.push_back(open);
-    m_bars.high.push_back(high);
-    m_bars.low.push_back(low);
-    m_bars.close.push_back(close);
+    bars.timestamp_ms.push_back(ms);
+    bars.open.push_back(open);
+    bars.high.push_back(high);
+    bars.low.push_back(low);
+    bars.close.push_back(close);
     if (m_volume) {
       const double volume = number(fields[*m_volume], line, *m_volume);
       if (volume < 0.0)
         fail(line, fields[*m_volume].column, "negative volume");
-      m_bars.volume.push_back(volume);
+      bars.volume.push_back(volume);
     }
     if (m_ofi)
-      m_bars.ofi.push_back(number(fields[*m_ofi], line, *m_ofi));
+      bars.ofi.push_back(number(fields[*m_ofi], line, *m_ofi));
     for (std::size_t e = 0; e < m_extra_index.size(); ++e) {
-      m_bars.extra[e].values.push_back(number(fields[m_extra_index[e]], line, m_extra_index[e]));
+      bars.extra[e].values.push_back(number(fields[m_extra_index[e]], line, m_extra_index[e]));
     }
     m_row_symbol.clear();
     return true;
@@ -355,13 +373,18 @@ class CsvBarParser::Impl {
   std::vector<std::string> m_names;
   std::size_t m_timestamp = 0, m_open = 0, m_high = 0, m_low = 0, m_close = 0;
   std::optional<std::size_t> m_volume, m_ofi, m_symbol;
-  std::vector<std::string> m_seen;             // the symbols seen, in their first rows' order
-  std::unordered_set<std::string> m_seen_set;  // the same, to look a row's up
+  std::vector<std::string> m_seen;  // the symbols seen, in their first rows' order
+  std::unordered_map<std::string, std::size_t> m_seen_index;  // the same, to look a row's up
   std::size_t m_first_symbol_line = 0;
   std::string m_row_symbol;  // the symbol of the row being read (for messages)
   std::vector<std::size_t> m_extra_index;
   std::optional<TimestampForm> m_form;
   Bars m_bars;
+  // Every instrument's bars, in m_seen's order, when the parser reads them all (m_every) from a
+  // file with a symbol column; m_bars then holds only the header's columns.
+  bool m_every = false;
+  std::vector<Bars> m_instruments;
+  std::size_t m_row_index = 0;
 };
 
 CsvBarParser::CsvBarParser(const std::string& source, const BarSelection& selection)
@@ -392,10 +415,12 @@ std::size_t CsvBarParser::lines() const {
   return m_impl->m_line;
 }
 
-Bars read_bars_csv(const std::string& path, const BarSelection& selection) {
+namespace {
+
+// Feeds a file to a parser a line at a time, then finishes it.
+void parse_file(const std::string& path, CsvBarParser::Impl& parser) {
   const std::string content = io::read_file(path);
   const std::string_view text = content;
-  CsvBarParser parser(path, selection);
   std::size_t at = 0;
   while (at < text.size()) {
     std::size_t end = text.find('\n', at);
@@ -405,8 +430,31 @@ Bars read_bars_csv(const std::string& path, const BarSelection& selection) {
     at = end + 1;
   }
   parser.finish();
-  Bars bars = parser.bars();
-  return bars;
+}
+
+}  // namespace
+
+Bars read_bars_csv(const std::string& path, const BarSelection& selection) {
+  CsvBarParser::Impl parser(path, selection);
+  parse_file(path, parser);
+  return std::move(parser.m_bars);
+}
+
+Panel read_panel_csv(const std::string& path, const BarSelection& selection) {
+  CsvBarParser::Impl parser(path, selection, true);
+  parse_file(path, parser);
+  Panel panel;
+  if (parser.m_every && parser.m_symbol) {
+    panel.symbols = std::move(parser.m_seen);
+    panel.instruments = std::move(parser.m_instruments);
+  } else {
+    // One instrument: the chosen symbol, the file's one, or none (no symbol column).
+    panel.symbols.push_back(
+        parser.m_symbol ? (selection.symbol.empty() ? parser.m_seen.front() : selection.symbol)
+                        : std::string());
+    panel.instruments.push_back(std::move(parser.m_bars));
+  }
+  return panel;
 }
 
 void write_bars_csv(const std::string& path, const Bars& bars) {

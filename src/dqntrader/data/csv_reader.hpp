@@ -56,6 +56,12 @@ class CsvBarParser {
 /// symbol without rows. Nothing is returned then.
 Bars read_bars_csv(const std::string& path, const BarSelection& selection = {});
 
+/// Every instrument of a CSV file, validated as read_bars_csv validates one: of a file with a
+/// symbol column, one per symbol (a problem names the row's symbol: a repeated timestamp is a
+/// duplicated (timestamp, symbol) row); a file without one, or a symbol chosen by selection,
+/// is a panel of one.
+Panel read_panel_csv(const std::string& path, const BarSelection& selection = {});
+
 /// Writes bars as CSV (timestamp as ISO-8601 UTC with milliseconds), to a temporary file
 /// renamed into place; throws Error when the file cannot be written completely.
 void write_bars_csv(const std::string& path, const Bars& bars);

@@ -130,6 +130,22 @@ BacktestResult run_backtest(const ExecSpace& space, const data::Bars& bars,
   return out;
 }
 
+std::vector<BacktestResult> run_backtest(const ExecSpace& space, const data::Panel& panel,
+                                         const BacktestPolicies& policies,
+                                         const BacktestRequest& request) {
+  std::vector<BacktestResult> results;
+  for (const data::Bars& bars : panel.instruments) {
+    try {
+      results.push_back(run_backtest(space, bars, policies, request));
+    } catch (const InputError& e) {
+      if (panel.size() == 1 || std::string(e.what()).rfind(bars.source + ":", 0) == 0)
+        throw;  // one instrument, or a message that names it
+      throw InputError(bars.source + ": " + e.what());
+    }
+  }
+  return results;
+}
+
 nlohmann::json to_json(const BacktestResult& result) {
   nlohmann::json json = nlohmann::json::array();
   for (std::size_t w = 0; w < result.windows.size(); ++w) {
@@ -139,6 +155,18 @@ nlohmann::json to_json(const BacktestResult& result) {
            {"window",
             {{"first_bar", result.windows[w].begin}, {"last_bar", result.windows[w].end - 1}}},
            {"metrics", to_json(result.metrics[w][k])}});
+    }
+  }
+  return json;
+}
+
+nlohmann::json to_json(const data::Panel& panel, const std::vector<BacktestResult>& results) {
+  nlohmann::json json = nlohmann::json::array();
+  for (std::size_t s = 0; s < results.size(); ++s) {
+    for (nlohmann::json& object : to_json(results[s])) {
+      if (panel.size() > 1)
+        object["symbol"] = panel.symbols[s];
+      json.push_back(std::move(object));
     }
   }
   return json;

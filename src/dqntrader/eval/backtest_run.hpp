@@ -54,8 +54,20 @@ struct BacktestResult {
 BacktestResult run_backtest(const ExecSpace& space, const data::Bars& bars,
                             const BacktestPolicies& policies, const BacktestRequest& request);
 
+/// The backtest of every instrument of a panel, each on its own bars over the window the
+/// request names (bounds given as timestamps cut each at the same times; as bar indices, each
+/// its own bars), in the panel's order. Of a panel of several, an instrument's InputError is
+/// prefixed with its bars' source ("path[symbol]").
+std::vector<BacktestResult> run_backtest(const ExecSpace& space, const data::Panel& panel,
+                                         const BacktestPolicies& policies,
+                                         const BacktestRequest& request);
+
 /// The metrics as `backtest --json` writes them: one object per policy and window, {"policy",
 /// "window": {"first_bar", "last_bar"}, "metrics"}.
 nlohmann::json to_json(const BacktestResult& result);
+
+/// The same of every instrument of a panel, in order, each object with its "symbol" where the
+/// panel holds several.
+nlohmann::json to_json(const data::Panel& panel, const std::vector<BacktestResult>& results);
 
 }  // namespace dqntrader::eval

@@ -30,11 +30,12 @@ Option precision_option() {
   return o;
 }
 
-// symbol: the instrument of a bar file of several.
-Option symbol_option() {
+// symbol: the instrument of a bar file of several; without: what the command reads then.
+Option symbol_option(const std::string& without = "the file's one instrument") {
   return option("symbol", Kind::text,
                 "the instrument to read from a bar file of several (a CSV file with a symbol "
-                "column, one row per instrument and time); default the file's one instrument",
+                "column, one row per instrument and time); default " +
+                    without,
                 "a b");
 }
 
@@ -73,12 +74,13 @@ Table backtest_table() {
   windows.least = 1;
   t.options = {
       data,
-      symbol_option(),
+      symbol_option("every instrument of the file, each backtested on its own bars"),
       weights,
       policy,
       option("start", Kind::text,
              "first bar of the window: a bar index or an ISO-8601 timestamp (the first bar at "
-             "or after it); default the first bar every policy can decide at",
+             "or after it; of several instruments, each one's own); default the first bar every "
+             "policy can decide at",
              "yesterday"),
       option("end", Kind::text,
              "last bar of the window: a bar index or an ISO-8601 timestamp (the last bar at or "
