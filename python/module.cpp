@@ -410,22 +410,24 @@ std::string report_run(const py::dict& arguments, py::object log) {
 
 // ---- backtests ------------------------------------------------------------------------------
 
-// A backtest (request::backtest_request) of bars held in memory, or of every instrument of the
-// data's file (the one its symbol chooses, when given).
-py::dict backtest(const std::optional<BarsPtr>& in_memory, const py::dict& arguments) {
+// A backtest (request::backtest_request) of instruments held in memory (by symbol; one of an
+// empty symbol is a single instrument), or, when none are, of every instrument of the data's
+// file (the one its symbol chooses, when given).
+py::dict backtest(const std::vector<std::pair<std::string, BarsPtr>>& in_memory,
+                  const py::dict& arguments) {
   Call call;
   request::BacktestRequest r = request::backtest_request(
-      given_of(arguments), in_memory ? request::BarsFrom::memory : request::BarsFrom::path);
+      given_of(arguments), in_memory.empty() ? request::BarsFrom::path : request::BarsFrom::memory);
   r.run.paths = true;
   eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
   files.columns.symbol = r.symbol;
   data::Panel panel;
-  if (in_memory) {
-    panel.symbols.emplace_back();
-    panel.instruments.push_back(**in_memory);
-  } else {
-    panel = data::load_panel(r.data, files.columns);
+  for (const auto& [symbol, bars] : in_memory) {
+    panel.symbols.push_back(symbol);
+    panel.instruments.push_back(*bars);
   }
+  if (in_memory.empty())
+    panel = data::load_panel(r.data, files.columns);
   const std::vector<eval::BacktestResult> results =
       run_released([&](const ExecSpace& space, StopCheck&) {
         return eval::run_backtest(space, panel, files, r.run);
@@ -597,6 +599,18 @@ PYBIND11_MODULE(_core, m) {
                     data::check_symbol("symbol", symbol);
                     data::BarSelection selection{columns, prefixes, symbol};
                     return BarsPtr(std::make_shared<data::Bars>(data::load_bars(path, selection)));
+                  })
+      .def_static("panel_from_file",
+                  [](const std::string& path, const std::vector<std::string>& columns,
+                     const std::vector<std::string>& prefixes) {
+                    data::BarSelection selection{columns, prefixes, ""};
+                    data::Panel panel = data::load_panel(path, selection);
+                    std::vector<std::pair<std::string, BarsPtr>> out;
+                    for (std::size_t s = 0; s < panel.size(); ++s) {
+                      out.emplace_back(panel.symbols[s], std::make_shared<data::Bars>(
+                                                             std::move(panel.instruments[s])));
+                    }
+                    return out;
                   })
       .def_static("synth",
                   [](const py::dict& arguments) {

@@ -38,6 +38,7 @@ __all__ = [
     "sweep",
     "synth",
     "train",
+    "universe",
 ]
 
 atexit.register(_core.finalize)
@@ -362,6 +363,30 @@ def synth(bars=None, **options):
     return {symbol: Bars(core) for symbol, core in made}
 
 
+def universe(data, *, columns=(), prefixes=()):
+    """The instruments of a universe, a dict of :class:`Bars` by symbol in the order their
+    symbols first appear: every instrument of a CSV file with a symbol column (a file without
+    one, or a .dqnbars cache, is one instrument, under the symbol ""), or of a DataFrame of
+    several (a ``symbol`` column, or a (timestamp, symbol) MultiIndex), each read as
+    :meth:`Bars.from_file` and :meth:`Bars.from_pandas` read one. columns and prefixes choose
+    the extra feature columns."""
+    columns, prefixes = _names("columns", columns), _names("prefixes", prefixes)
+    if isinstance(data, (str, os.PathLike)):
+        return {symbol: Bars(core) for symbol, core in
+                _core.Bars.panel_from_file(os.fspath(data), columns, prefixes)}
+    import pandas as pd
+    if not isinstance(data, pd.DataFrame):
+        raise TypeError(f"data= takes a bar file's path or a DataFrame, not {type(data).__name__}")
+    if "symbol" in data.columns:
+        symbols = data["symbol"].astype(str)
+    elif isinstance(data.index, pd.MultiIndex) and "symbol" in data.index.names:
+        symbols = data.index.get_level_values("symbol").astype(str)
+    else:
+        return {"": Bars.from_pandas(data, columns=columns, prefixes=prefixes)}
+    return {symbol: Bars.from_pandas(data, columns=columns, prefixes=prefixes, symbol=symbol)
+            for symbol in dict.fromkeys(symbols)}
+
+
 def _bars_directory():
     """Where bars given in memory are stored for the runs that train on them."""
     if os.environ.get("DQNTRADER_BARS_DIR"):
@@ -612,9 +637,11 @@ def backtest(bars, weights=(), policy=(), **options):
     """Backtests policy files (weights) and built-in policies (policy: "buy-and-hold", "flat",
     "sign-of-ofi"; one or a list) on bars, together (``dqntrader backtest``).
 
-    bars: :class:`Bars` or a bar file's path (of a file of several instruments, every one, each
-    on its own bars, unless symbol= chooses one). start, end: the window's first and last bar
-    (an index, or a time: the first bar at or after it, the last at or before it).
+    bars: :class:`Bars`, a bar file's path (of a file of several instruments, every one, each
+    on its own bars, unless symbol= chooses one), or a universe: a dict of Bars by symbol (as
+    :func:`universe` and :func:`synth` give), every instrument backtested as a file's are.
+    start, end: the window's first and last bar (an index, or a time: the first bar at or
+    after it, the last at or before it).
     Returns {"metrics": [...], "paths": [...]}: metrics as ``backtest --json`` writes them (one
     dict per policy and window: policy, window, metrics); paths one dict per policy and window
     with NumPy arrays, a row per bar return (as ``--returns``): bar, timestamp, position (held
@@ -627,7 +654,17 @@ def backtest(bars, weights=(), policy=(), **options):
                      policy=[policy] if isinstance(policy, str) else list(policy))
     for bound in ("start", "end"):
         arguments[bound] = _time(arguments.get(bound))
-    held = _bars_of(bars, arguments)
+    if isinstance(bars, dict):
+        for symbol, one in bars.items():
+            if not isinstance(symbol, str) or not isinstance(one, Bars):
+                raise TypeError("a universe is a dict of Bars by symbol (str)")
+        if not bars:
+            raise ValueError("bars= holds no instrument")
+        arguments["data"] = next(iter(bars.values())).source
+        held = [(symbol, one._core) for symbol, one in bars.items()]
+    else:
+        core = _bars_of(bars, arguments)
+        held = [] if core is None else [("", core)]
     result = _core.backtest(held, _given("backtest", arguments))
     for path in result["paths"]:
         path["timestamp"] = path.pop("timestamp_ms").astype("datetime64[ms]")

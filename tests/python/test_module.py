@@ -411,6 +411,15 @@ def test_a_universe_backtests_every_instrument_as_its_symbol_alone(tmp_path):
                 assert got[key] == want[key]
             for key in ("bar", "timestamp", "position", "return", "equity"):
                 np.testing.assert_array_equal(got[key], want[key])
+    # The universe in memory (read from the file, from its frame, made by synth) is the file's.
+    long = pd.read_csv(tmp_path / "u.csv", float_precision="round_trip")
+    for held in (dqntrader.universe(tmp_path / "u.csv"), dqntrader.universe(long),
+                 dqntrader.synth(500, seed=5, symbols=3)):
+        assert list(held) == ["S01", "S02", "S03"]
+        again = dqntrader.backtest(held, policy=both, start="2000-03-01", windows=2)
+        assert again["metrics"] == every["metrics"]
+    with pytest.raises(TypeError, match="a dict of Bars by symbol"):
+        dqntrader.backtest({"S01": tmp_path / "u.csv"}, policy=both)
 
 
 def test_a_frame_of_several_instruments_gives_the_chosen_ones_rows(tmp_path):
@@ -426,6 +435,14 @@ def test_a_frame_of_several_instruments_gives_the_chosen_ones_rows(tmp_path):
             assert bars.source == f"DataFrame[{symbol}]"
     with pytest.raises(ValueError, match="holds several instruments \\('S01', 'S02'"):
         dqntrader.Bars.from_pandas(long)
+    # Every instrument at once, in the order of their first rows, each as its symbol's.
+    for held in (dqntrader.universe(long), dqntrader.universe(indexed),
+                 dqntrader.universe(tmp_path / "u.csv")):
+        assert list(held) == ["S01", "S02", "S03"]
+        for symbol, bars in held.items():
+            assert bars.fingerprint == dqntrader.Bars.from_file(tmp_path / "u.csv",
+                                                                symbol=symbol).fingerprint
+    assert list(dqntrader.universe(long[long["symbol"] == "S02"].drop(columns="symbol"))) == [""]
     with pytest.raises(ValueError, match="no rows of symbol 'S9'"):
         dqntrader.Bars.from_pandas(indexed, symbol="S9")
 
