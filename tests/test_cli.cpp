@@ -352,6 +352,35 @@ TEST_F(Cli, BacktestOfAUniverseIsEachInstrumentsBacktestAlone) {
   EXPECT_EQ(row, rows.size());
   // The same days fall on other bars of S02 (its missing days): its windows start elsewhere.
   EXPECT_NE(objects[0]["window"], objects[4]["window"]);
+  // A file an instrument, each named by its file's stem, make the same universe.
+  std::string files;
+  for (std::size_t s = 0; s < universe.symbols.size(); ++s) {
+    data::write_bars_csv(path(universe.symbols[s] + ".csv"), universe.bars[s]);
+    files += " --data " + path(universe.symbols[s] + ".csv");
+  }
+  const std::string windows = " --policy buy-and-hold --policy sign-of-ofi --start " + start +
+                              " --end " + end + " --windows 2 --json " + path("files.json");
+  const Result several = run("backtest" + files + windows);
+  ASSERT_EQ(several.code, 0) << several.err;
+  EXPECT_EQ(json_file(path("files.json")), objects);
+  // A symbol two files hold, instruments whose columns differ, a symbol none holds: exit 2.
+  data::Bars without_ofi = universe.bars[0];
+  without_ofi.ofi.clear();
+  data::write_bars_csv(path("S09.csv"), without_ofi);
+  const std::pair<std::string, std::string> refused[] = {
+      {" --data " + path("universe.csv") + " --data " + path("S02.csv"),
+       path("S02.csv") + ": symbol 'S02' is " + path("universe.csv") + "'s too"},
+      {files + " --data " + path("S09.csv"), path("S09.csv") +
+                                                 ": its columns (volume) differ from those of " +
+                                                 path("S01.csv") + " (volume, ofi)"},
+      {files + " --symbol S07", "--symbol S07: no instrument of the files ('S01', 'S02', 'S03')"}};
+  fs::remove(path("files.json"));
+  for (const auto& [arguments, message] : refused) {
+    const Result r = run("backtest" + arguments + windows);
+    EXPECT_EQ(r.code, 2) << arguments;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(path("files.json"))) << arguments;
+  }
   // A window that one instrument cannot hold exits 2 naming it, and writes nothing.
   const std::string late = data::format_iso8601_ms(first.timestamp_ms[700]).substr(0, 10);
   const Result bad = run("backtest --data " + path("universe.csv") + " --policy flat --start " +

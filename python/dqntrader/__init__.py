@@ -638,7 +638,8 @@ def backtest(bars, weights=(), policy=(), **options):
     "sign-of-ofi"; one or a list) on bars, together (``dqntrader backtest``).
 
     bars: :class:`Bars`, a bar file's path (of a file of several instruments, every one, each
-    on its own bars, unless symbol= chooses one), or a universe: a dict of Bars by symbol (as
+    on its own bars, unless symbol= chooses one), a list of bar files' paths (one universe, as
+    ``--data`` given several times), or a universe: a dict of Bars by symbol (as
     :func:`universe` and :func:`synth` give), every instrument backtested as a file's are.
     start, end: the window's first and last bar (an index, or a time: the first bar at or
     after it, the last at or before it).
@@ -662,6 +663,9 @@ def backtest(bars, weights=(), policy=(), **options):
             raise ValueError("bars= holds no instrument")
         arguments["data"] = next(iter(bars.values())).source
         held = [(symbol, one._core) for symbol, one in bars.items()]
+    elif isinstance(bars, (list, tuple)):  # several bar files: one universe
+        arguments["data"] = _paths(bars)
+        held = []
     else:
         core = _bars_of(bars, arguments)
         held = [] if core is None else [("", core)]

@@ -420,6 +420,13 @@ def test_a_universe_backtests_every_instrument_as_its_symbol_alone(tmp_path):
         assert again["metrics"] == every["metrics"]
     with pytest.raises(TypeError, match="a dict of Bars by symbol"):
         dqntrader.backtest({"S01": tmp_path / "u.csv"}, policy=both)
+    # A file an instrument, named by its stem, make the same universe.
+    for symbol in ("S01", "S02", "S03"):
+        cli("cache", "--data", tmp_path / "u.csv", "--symbol", symbol,
+            "--out", tmp_path / f"{symbol}.dqnbars")
+    files = dqntrader.backtest([tmp_path / f"{s}.dqnbars" for s in ("S01", "S02", "S03")],
+                               policy=both, start="2000-03-01", windows=2)
+    assert files["metrics"] == every["metrics"]
 
 
 def test_a_frame_of_several_instruments_gives_the_chosen_ones_rows(tmp_path):

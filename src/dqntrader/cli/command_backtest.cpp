@@ -123,7 +123,9 @@ Command add_backtest(CLI::App& app) {
       request::check_output("json", json);
     if (!returns.empty())
       request::check_output("returns", returns);
-    std::vector<NamedInput> inputs = {{"--data", r.data}};
+    std::vector<NamedInput> inputs;
+    for (const std::string& path : r.data)
+      inputs.push_back({"--data", path});
     for (const std::string& path : r.weights)
       inputs.push_back({"--weights", path});
     refuse_output_over_input("standard output", "-", inputs);
@@ -155,7 +157,10 @@ Command add_backtest(CLI::App& app) {
     for (std::size_t k = 0; k < names.size(); ++k) {
       table << "policy  " << (k < files.paths.size() ? names[k] : "built-in " + names[k]) << "\n";
     }
-    table << "data    " << r.data << ": ";
+    std::string files_read;
+    for (const std::string& path : r.data)
+      files_read += (files_read.empty() ? "" : ", ") + path;
+    table << "data    " << files_read << ": ";
     if (panel.size() == 1) {
       const std::vector<eval::BarRange>& windows = results.front().windows;
       table << describe(panel.instruments.front(),

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -217,6 +218,69 @@ Panel load_panel(const std::string& path, const BarSelection& selection) {
   panel.symbols.emplace_back();
   panel.instruments.push_back(read_bar_cache(path, selection));
   return panel;
+}
+
+namespace {
+
+// The columns an instrument holds beyond the required ones, for comparing and messages.
+std::string column_set(const Bars& bars) {
+  std::string text = bars.has_volume() ? "volume" : "";
+  if (bars.has_ofi())
+    text += std::string(text.empty() ? "" : ", ") + "ofi";
+  for (const NamedColumn& c : bars.extra)
+    text += (text.empty() ? "" : ", ") + c.name;
+  return text.empty() ? "none beyond the prices" : text;
+}
+
+}  // namespace
+
+Panel load_panel(const std::vector<std::string>& paths, const BarSelection& selection) {
+  if (paths.size() == 1)
+    return load_panel(paths.front(), selection);
+  BarSelection every = selection;
+  every.symbol.clear();
+  Panel panel;
+  std::vector<std::string> files;  // the file each instrument came from
+  for (const std::string& path : paths) {
+    Panel file = load_panel(path, every);
+    for (std::size_t s = 0; s < file.size(); ++s) {
+      std::string& symbol = file.symbols[s];
+      if (symbol.empty())
+        symbol = std::filesystem::path(path).stem().string();
+      for (std::size_t t = 0; t < panel.size(); ++t) {
+        if (panel.symbols[t] == symbol) {
+          throw InputError(path + ": symbol '" + symbol + "' is " + files[t] +
+                           "'s too: an instrument comes from one file");
+        }
+      }
+      if (!panel.instruments.empty() &&
+          column_set(file.instruments[s]) != column_set(panel.instruments.front())) {
+        throw InputError(file.instruments[s].source + ": its columns (" +
+                         column_set(file.instruments[s]) + ") differ from those of " +
+                         panel.instruments.front().source + " (" +
+                         column_set(panel.instruments.front()) +
+                         "): the instruments of a universe hold the same columns");
+      }
+      panel.symbols.push_back(symbol);
+      panel.instruments.push_back(std::move(file.instruments[s]));
+      files.push_back(path);
+    }
+  }
+  if (selection.symbol.empty())
+    return panel;
+  for (std::size_t s = 0; s < panel.size(); ++s) {
+    if (panel.symbols[s] == selection.symbol) {
+      Panel one;
+      one.symbols.push_back(panel.symbols[s]);
+      one.instruments.push_back(std::move(panel.instruments[s]));
+      return one;
+    }
+  }
+  std::string held;
+  for (const std::string& symbol : panel.symbols)
+    held += (held.empty() ? "'" : ", '") + symbol + "'";
+  throw InputError(field("symbol") + " " + selection.symbol + ": no instrument of the files (" +
+                   held + ") is it");
 }
 
 }  // namespace dqntrader::data

@@ -37,4 +37,12 @@ Bars load_bars(const std::string& path, const BarSelection& selection = {});
 /// Loads every instrument of a CSV file (read_panel_csv), or a cache as a panel of one.
 Panel load_panel(const std::string& path, const BarSelection& selection = {});
 
+/// Loads the instruments of several files as one panel, in the files' order: each file's own,
+/// a file of one instrument without a symbol named by its file name's stem ("data/AAPL.csv":
+/// AAPL). InputError naming both files for a symbol two files hold, and for instruments whose
+/// columns differ (volume, ofi, the selected extra columns). One path is load_panel(path); of
+/// several, selection.symbol chooses one instrument of them all (the symbols held named when
+/// none is it).
+Panel load_panel(const std::vector<std::string>& paths, const BarSelection& selection = {});
+
 }  // namespace dqntrader::data

@@ -55,7 +55,11 @@ Table backtest_table() {
   t.summary =
       "backtest trained policies (weights) and built-in ones (policy) on bar data, all "
       "together, and give their metrics side by side";
-  Option data = option("data", Kind::text, "bar file: CSV or .dqnbars cache", "{dir}");
+  Option data = option("data", Kind::text,
+                       "bar file: CSV or .dqnbars cache; several make one universe (a file of "
+                       "one instrument named by its file name's stem)",
+                       "{dir}");
+  data.repeatable = true;
   data.required = true;
   Option weights = option("weights", Kind::text,
                           std::string("policy file written by dqntrader train (.dqnpolicy); "
@@ -107,9 +111,11 @@ BacktestRequest backtest_request(const Given& given, BarsFrom bars) {
     throw InputError("backtest needs at least one policy file (" + field("weights") +
                      ") or built-in policy (" + field("policy") + ")");
   }
-  r.data = given.text("data");
-  if (bars == BarsFrom::path)
-    check_input("data", r.data);
+  r.data = given.values("data");
+  if (bars == BarsFrom::path) {
+    for (const std::string& path : r.data)
+      check_input("data", path);
+  }
   r.symbol = given.text("symbol");
   data::check_symbol("symbol", r.symbol);
   r.weights = given.values("weights");

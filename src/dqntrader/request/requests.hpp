@@ -50,8 +50,8 @@ enum class BarsFrom { path, memory };
 
 /// dqntrader backtest.
 struct BacktestRequest {
-  std::string data;    // the bar file (BarsFrom::path)
-  std::string symbol;  // its instrument, of several (data::BarSelection)
+  std::vector<std::string> data;  // the bar files (BarsFrom::path: data::load_panel)
+  std::string symbol;             // their instrument, of several (data::BarSelection)
   std::vector<std::string> weights;
   eval::BacktestRequest run;
 };
