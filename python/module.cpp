@@ -480,44 +480,59 @@ std::shared_ptr<Policy> load_policy(const std::string& path) {
   return p;
 }
 
-// The policy's decisions (request::act_request; weights is the policy's file) on bars held in
-// memory, or on the data's file.
-py::dict act(const Policy& policy, const std::optional<BarsPtr>& in_memory,
+// The policy's decisions (request::act_request; weights is the policy's file) on instruments
+// held in memory (by symbol; one of an empty symbol is a single instrument), or, when none are,
+// on every instrument of the data's file (the one its symbol chooses, when given): one row per
+// decision, of several instruments every one's in order, with a symbol column.
+py::dict act(const Policy& policy, const std::vector<std::pair<std::string, BarsPtr>>& in_memory,
              const py::dict& arguments) {
   Call call;
   const request::ActRequest r = request::act_request(
-      given_of(arguments), in_memory ? request::BarsFrom::memory : request::BarsFrom::path);
+      given_of(arguments), in_memory.empty() ? request::BarsFrom::path : request::BarsFrom::memory);
   const eval::PolicyFile& file = policy.file;
   const std::size_t incoming = eval::position_index(r.position, file.positions);
   data::BarSelection columns;
   columns.names = file.features.extra;
   columns.symbol = r.symbol;
-  const BarsPtr held =
-      in_memory ? *in_memory : std::make_shared<data::Bars>(data::load_bars(r.data, columns));
-  const data::Bars& bars = *held;
-  data::check_feature_columns(file.features, bars);
-  const std::vector<eval::Decision> made = run_released([&](const ExecSpace& space, StopCheck&) {
-    eval::PolicyDecisions decisions(space, file.network, file.features, file.stats, file.positions,
-                                    file.parameters, r.precision, r.chunk_bars);
-    const eval::DecisionWindow w = eval::decision_window(bars, decisions.warmup(), r.start, r.end);
-    return decisions.decide(bars, w.first, w.last, incoming);
-  });
-  const std::size_t n = made.size(), actions = file.positions.size();
+  data::Panel panel;
+  for (const auto& [symbol, bars] : in_memory) {
+    panel.symbols.push_back(symbol);
+    panel.instruments.push_back(*bars);
+  }
+  if (in_memory.empty())
+    panel = data::load_panel(r.data, columns);
+  const std::vector<std::vector<eval::Decision>> made =
+      run_released([&](const ExecSpace& space, StopCheck&) {
+        eval::PolicyDecisions decisions(space, file.network, file.features, file.stats,
+                                        file.positions, file.parameters, r.precision, r.chunk_bars);
+        return decisions.decide(panel, r.start, r.end, incoming);
+      });
+  std::size_t n = 0;
+  for (const std::vector<eval::Decision>& m : made)
+    n += m.size();
+  const std::size_t actions = file.positions.size();
   py::array_t<std::int64_t> bar(static_cast<py::ssize_t>(n)), ms(static_cast<py::ssize_t>(n)),
       action(static_cast<py::ssize_t>(n));
   py::array_t<double> in(static_cast<py::ssize_t>(n)), pos(static_cast<py::ssize_t>(n));
   py::array_t<float> q({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(actions)});
-  for (std::size_t i = 0; i < n; ++i) {
-    const eval::Decision& d = made[i];
-    bar.mutable_at(i) = static_cast<std::int64_t>(d.bar);
-    ms.mutable_at(i) = bars.timestamp_ms[d.bar];
-    action.mutable_at(i) = static_cast<std::int64_t>(d.action);
-    in.mutable_at(i) = d.incoming;
-    pos.mutable_at(i) = d.position;
-    for (std::size_t a = 0; a < actions; ++a)
-      q.mutable_at(i, a) = d.q[a];
+  py::list symbols;
+  std::size_t i = 0;
+  for (std::size_t s = 0; s < panel.size(); ++s) {
+    for (const eval::Decision& d : made[s]) {
+      bar.mutable_at(i) = static_cast<std::int64_t>(d.bar);
+      ms.mutable_at(i) = panel.instruments[s].timestamp_ms[d.bar];
+      action.mutable_at(i) = static_cast<std::int64_t>(d.action);
+      in.mutable_at(i) = d.incoming;
+      pos.mutable_at(i) = d.position;
+      for (std::size_t a = 0; a < actions; ++a)
+        q.mutable_at(i, a) = d.q[a];
+      symbols.append(panel.symbols[s]);
+      ++i;
+    }
   }
   py::dict out;
+  if (panel.size() > 1)
+    out["symbol"] = symbols;
   out["bar"] = bar;
   out["timestamp_ms"] = ms;
   out["incoming"] = in;

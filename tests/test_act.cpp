@@ -24,6 +24,7 @@
 
 #include "dqntrader/core/hash.hpp"
 #include "dqntrader/data/csv_reader.hpp"
+#include "dqntrader/data/timestamp.hpp"
 #include "dqntrader/eval/policy_file.hpp"
 #include "policy_fixtures.hpp"
 #include "test_support.hpp"
@@ -134,6 +135,52 @@ TEST_F(Act, AWindowsPositionsAreTheBacktests) {
     ++rows;
   }
   EXPECT_EQ(rows, 2499u);
+}
+
+// Over a universe file, every instrument's decisions are those of its symbol alone, each
+// coming in with the position given, led by its symbol: at the latest bars, over a window cut
+// at the same time (the instruments on calendars of their own), in JSON and in the table.
+TEST_F(Act, AUniversesDecisionsAreEachSymbolsAlone) {
+  std::vector<data::Bars> instruments;
+  for (std::uint64_t s = 0; s < 3; ++s)
+    instruments.push_back(testing::fixture_bars(900 - 100 * s, m_seed % 1000 + 11 + s));
+  const std::vector<std::string> symbols = {"AAA", "BBB", "CCC"};
+  data::write_bars_csv(path("universe.csv"), instruments, symbols);
+  const testing::FixturePolicy p = testing::fixture_policies(instruments[0], m_seed)[1];
+  eval::write_policy(path("p.dqnpolicy"), p.file);
+  const std::string act = "act --weights " + path("p.dqnpolicy") + " --data " +
+                          path("universe.csv") + " --position long";
+  // The same time: the 650th bar of the shortest instrument.
+  const std::string from = data::format_iso8601_ms(instruments[2].timestamp_ms[650]);
+  for (const std::string& window : {std::string(), " --start " + from}) {
+    SCOPED_TRACE(window);
+    const Result all = cli(act + window + " --json");
+    ASSERT_EQ(all.code, 0) << all.err;
+    const std::vector<nlohmann::json> lines = json_lines(all.out);
+    std::size_t at = 0;
+    for (const std::string& symbol : symbols) {
+      const Result alone = cli(act + window + " --json --symbol " + symbol);
+      ASSERT_EQ(alone.code, 0) << alone.err;
+      for (nlohmann::json expected : json_lines(alone.out)) {
+        ASSERT_LT(at, lines.size());
+        expected["symbol"] = symbol;
+        EXPECT_EQ(lines[at++], expected) << symbol;
+      }
+    }
+    EXPECT_EQ(at, lines.size());
+    const Result table = cli(act + window);
+    ASSERT_EQ(table.code, 0) << table.err;
+    for (const nlohmann::json& line : lines) {
+      const std::string row = line["symbol"].get<std::string>();
+      EXPECT_NE(table.out.find(row + " "), std::string::npos) << table.out;
+    }
+  }
+  // The first instrument without a bar at the window's start (BBB) exits 2 naming it.
+  const std::string late = data::format_iso8601_ms(instruments[0].timestamp_ms[850]);
+  const Result bad = cli(act + " --start " + late);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find(path("universe.csv") + "[BBB]: --start " + late), std::string::npos)
+      << bad.err;
 }
 
 // --follow answers rows as they come, carrying the position: on standard input (it ends with

@@ -615,6 +615,22 @@ def _bars_of(bars, arguments):
     raise TypeError(f"bars= takes Bars or a bar file's path, not {type(bars).__name__}")
 
 
+def _universe_of(bars, arguments):
+    """Instruments held in memory as (symbol, core) pairs: a universe's dict of Bars by symbol,
+    or Bars (one instrument, of symbol ""), with the data option named after them; or none, with
+    the bar file's path as the data option (the library reads every instrument of it)."""
+    if not isinstance(bars, dict):
+        core = _bars_of(bars, arguments)
+        return [] if core is None else [("", core)]
+    for symbol, one in bars.items():
+        if not isinstance(symbol, str) or not isinstance(one, Bars):
+            raise TypeError("a universe is a dict of Bars by symbol (str)")
+    if not bars:
+        raise ValueError("bars= holds no instrument")
+    arguments["data"] = next(iter(bars.values())).source
+    return [(symbol, one._core) for symbol, one in bars.items()]
+
+
 def _time(value):
     """A window's bound or a date as ``dqntrader`` takes it: a bar index or an ISO-8601 time
     (datetime64 values and pandas Timestamps are written as one)."""
@@ -655,20 +671,11 @@ def backtest(bars, weights=(), policy=(), **options):
                      policy=[policy] if isinstance(policy, str) else list(policy))
     for bound in ("start", "end"):
         arguments[bound] = _time(arguments.get(bound))
-    if isinstance(bars, dict):
-        for symbol, one in bars.items():
-            if not isinstance(symbol, str) or not isinstance(one, Bars):
-                raise TypeError("a universe is a dict of Bars by symbol (str)")
-        if not bars:
-            raise ValueError("bars= holds no instrument")
-        arguments["data"] = next(iter(bars.values())).source
-        held = [(symbol, one._core) for symbol, one in bars.items()]
-    elif isinstance(bars, (list, tuple)):  # several bar files: one universe
+    if isinstance(bars, (list, tuple)):  # several bar files: one universe
         arguments["data"] = _paths(bars)
         held = []
     else:
-        core = _bars_of(bars, arguments)
-        held = [] if core is None else [("", core)]
+        held = _universe_of(bars, arguments)
     result = _core.backtest(held, _given("backtest", arguments))
     for path in result["paths"]:
         path["timestamp"] = path.pop("timestamp_ms").astype("datetime64[ms]")
@@ -697,14 +704,19 @@ class Policy:
         or one per bar from start to end (an index or a time), each coming in with the position
         the one before took, the first with position ("flat", "long", "short" or a number).
         Returns a dict of NumPy arrays, one row per decision: bar, timestamp, incoming, q (one
-        column per action), action, position (held from the next bar on).
+        column per action), action, position (held from the next bar on). bars may hold several
+        instruments (a file with a symbol column, or a universe's dict of Bars by symbol): then
+        every instrument's decisions, each coming in with position on its own, in order, and a
+        symbol column (unless symbol= chooses one).
 
         Options with their defaults:
         """
         arguments = dict(options, weights=self.path, start=_time(start), end=_time(end))
-        held = _bars_of(bars, arguments)
+        held = _universe_of(bars, arguments)
         result = self._core.act(held, _given("act", arguments))
         result["timestamp"] = result.pop("timestamp_ms").astype("datetime64[ms]")
+        if "symbol" in result:
+            result = {"symbol": np.array(result.pop("symbol")), **result}
         return result
 
     def export_onnx(self, onnx, **options):

@@ -182,6 +182,23 @@ def test_policy_act_is_the_commands_act(market, tmp_path):
     assert list(latest["bar"]) == [len(bars) - 1]
 
 
+def test_policy_act_over_a_universe_is_the_commands(market, tmp_path):
+    policy = dqntrader.load_policy(market / "cli-run")
+    cli("synth", "--bars", 600, "--seed", 8, "--symbols", 3, "--out", tmp_path / "u.csv")
+    lines = cli("act", "--weights", policy.path, "--data", tmp_path / "u.csv", "--start",
+                "2001-03-01", "--json").stdout.splitlines()
+    expected = [json.loads(line) for line in lines]
+    for held in (tmp_path / "u.csv", dqntrader.universe(tmp_path / "u.csv")):
+        made = policy.act(held, start="2001-03-01")
+        assert list(made)[0] == "symbol"
+        assert list(made["symbol"]) == [e["symbol"] for e in expected]
+        np.testing.assert_array_equal(made["bar"], [e["bar"] for e in expected])
+        np.testing.assert_array_equal(made["q"], np.array([e["q"] for e in expected], np.float32))
+        np.testing.assert_array_equal(made["position"], [e["position"] for e in expected])
+    one = policy.act(tmp_path / "u.csv", symbol="S02")
+    assert "symbol" not in one and list(one["bar"]) == [599]
+
+
 def test_export_onnx_writes_the_commands_model(market, tmp_path):
     if not dqntrader.info()["onnx_export"]:
         pytest.skip("built without DQNTRADER_ENABLE_ONNX")

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -67,16 +68,17 @@ std::string position_name(double p) {
 }
 
 // One decision as one line of JSON: {"bar", "timestamp", "incoming", "q", "action",
-// "position"}, every number in its shortest form that reads back as the same value (a
-// Q-value as the same float). Written directly: a window's million lines are a large part
-// of its time otherwise.
-void append_record(std::string& out, const eval::Decision& d, std::size_t bar, std::int64_t ms) {
+// "position"} (led by "symbol" where one is given: an instrument of several), every number in
+// its shortest form that reads back as the same value (a Q-value as the same float). Written
+// directly: a window's million lines are a large part of its time otherwise.
+void append_record(std::string& out, const eval::Decision& d, std::size_t bar, std::int64_t ms,
+                   const std::string& symbol = {}) {
   char number[64];
   auto add = [&](auto value) {
     const auto end = std::to_chars(number, number + sizeof number, value).ptr;
     out.append(number, end);
   };
-  out += "{\"bar\":";
+  out += symbol.empty() ? "{\"bar\":" : "{\"symbol\":\"" + symbol + "\",\"bar\":";
   add(bar);
   out += ",\"timestamp\":\"" + data::format_iso8601_ms(ms) + "\",\"incoming\":";
   add(d.incoming);
@@ -105,19 +107,31 @@ data::Bars read_all(const std::string& path, const data::BarSelection& columns) 
   return parser.bars();
 }
 
-void print_table(const std::vector<eval::Decision>& decisions, const data::Bars& bars,
+// A table of decisions, a row each: of a panel of several, every instrument's, led by its
+// symbol.
+void print_table(const std::vector<std::vector<eval::Decision>>& made, const data::Panel& panel,
                  const std::vector<double>& positions) {
+  const bool symbols = panel.size() > 1;
+  std::size_t width = 6;
+  for (const std::string& symbol : panel.symbols)
+    width = std::max(width, symbol.size());
+  if (symbols)
+    std::printf("%-*s  ", static_cast<int>(width), "symbol");
   std::printf("%8s  %-24s  %8s", "bar", "timestamp", "incoming");
   for (double p : positions)
     std::printf("  %12s", ("Q " + position_name(p)).c_str());
   std::printf("  %8s\n", "position");
-  for (const eval::Decision& d : decisions) {
-    std::printf("%8zu  %-24s  %8s", d.bar,
-                data::format_iso8601_ms(bars.timestamp_ms[d.bar]).c_str(),
-                position_name(d.incoming).c_str());
-    for (float q : d.q)
-      std::printf("  %12.6g", static_cast<double>(q));
-    std::printf("  %8s\n", position_name(d.position).c_str());
+  for (std::size_t s = 0; s < panel.size(); ++s) {
+    for (const eval::Decision& d : made[s]) {
+      if (symbols)
+        std::printf("%-*s  ", static_cast<int>(width), panel.symbols[s].c_str());
+      std::printf("%8zu  %-24s  %8s", d.bar,
+                  data::format_iso8601_ms(panel.instruments[s].timestamp_ms[d.bar]).c_str(),
+                  position_name(d.incoming).c_str());
+      for (float q : d.q)
+        std::printf("  %12.6g", static_cast<double>(q));
+      std::printf("  %8s\n", position_name(d.position).c_str());
+    }
   }
 }
 
@@ -294,28 +308,40 @@ Command add_act(CLI::App& app) {
     columns.names = policy.features.extra;
     columns.symbol = r.symbol;
     if (!shown->follow) {
-      const data::Bars bars = read_all(r.data, columns);
-      data::check_feature_columns(policy.features, bars);
-      const eval::DecisionWindow w = eval::decision_window(bars, warmup, r.start, r.end);
+      // Every instrument of the data (the one --symbol chooses, when given).
+      data::Panel panel;
+      if (r.data == "-") {
+        panel.symbols.emplace_back();
+        panel.instruments.push_back(read_all(r.data, columns));
+      } else {
+        panel = data::load_panel(r.data, columns);
+      }
+      const std::vector<std::vector<eval::Decision>> made =
+          decisions.decide(panel, r.start, r.end, incoming);
       const bool window = !r.start.empty() || !r.end.empty();
-      const std::vector<eval::Decision> made = decisions.decide(bars, w.first, w.last, incoming);
       if (shown->json) {
         std::string out;
-        for (const eval::Decision& d : made) {
-          append_record(out, d, d.bar, bars.timestamp_ms[d.bar]);
-          if (out.size() > (1u << 20)) {
-            write_stdout(out, false);
-            out.clear();
+        for (std::size_t s = 0; s < panel.size(); ++s) {
+          const std::string symbol = panel.size() > 1 ? panel.symbols[s] : std::string();
+          for (const eval::Decision& d : made[s]) {
+            append_record(out, d, d.bar, panel.instruments[s].timestamp_ms[d.bar], symbol);
+            if (out.size() > (1u << 20)) {
+              write_stdout(out, false);
+              out.clear();
+            }
           }
         }
         write_stdout(out, true);
         return;
       }
-      if (window) {
-        print_table(made, bars, policy.positions);
+      if (window || panel.size() > 1) {
+        if (panel.size() > 1)
+          std::printf("policy   %s (%s)\n", path.c_str(), nn::describe(policy.network).c_str());
+        print_table(made, panel, policy.positions);
         return;
       }
-      const eval::Decision& d = made.front();
+      const data::Bars& bars = panel.instruments.front();
+      const eval::Decision& d = made.front().front();
       std::printf("policy   %s (%s)\n", path.c_str(), nn::describe(policy.network).c_str());
       std::printf("bar      %zu of %s, %s; coming in %s\n", d.bar, bars.source.c_str(),
                   data::format_iso8601_ms(bars.timestamp_ms[d.bar]).c_str(),

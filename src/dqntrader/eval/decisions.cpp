@@ -79,6 +79,25 @@ struct PolicyDecisions::Latest {
   Kokkos::View<float**, DeviceMemory> taken;
 };
 
+std::vector<std::vector<Decision>> PolicyDecisions::decide(const data::Panel& panel,
+                                                           const std::string& from,
+                                                           const std::string& to,
+                                                           std::size_t incoming) const {
+  std::vector<std::vector<Decision>> made;
+  for (const data::Bars& bars : panel.instruments) {
+    try {
+      data::check_feature_columns(m_features, bars);
+      const DecisionWindow w = decision_window(bars, warmup(), from, to);
+      made.push_back(decide(bars, w.first, w.last, incoming));
+    } catch (const InputError& e) {
+      if (panel.size() == 1 || std::string(e.what()).rfind(bars.source + ":", 0) == 0)
+        throw;  // one instrument, or a message that names it
+      throw InputError(bars.source + ": " + e.what());
+    }
+  }
+  return made;
+}
+
 std::vector<Decision> PolicyDecisions::decide(const data::Bars& bars, std::size_t first,
                                               std::size_t last, std::size_t incoming) const {
   const std::size_t warm = warmup();

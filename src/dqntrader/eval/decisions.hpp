@@ -64,6 +64,13 @@ class PolicyDecisions {
   std::vector<Decision> decide(const data::Bars& bars, std::size_t first, std::size_t last,
                                std::size_t incoming) const;
 
+  /// The decisions on every instrument of a panel, in its order: at each one's bars from .. to
+  /// (decision_window), each instrument's first coming in with positions[incoming]. Of a panel
+  /// of several, an instrument's InputError (too few bars, a missing column, a window outside
+  /// its bars) is prefixed with its bars' source ("path[symbol]").
+  std::vector<std::vector<Decision>> decide(const data::Panel& panel, const std::string& from,
+                                            const std::string& to, std::size_t incoming) const;
+
   /// decide() at the last bar of bars alone, for a stream of bars: the buffers of one such
   /// decision are kept from one call to the next (the same products, nothing allocated after
   /// the first call). Reads the last warmup() + 1 bars.
