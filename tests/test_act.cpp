@@ -183,6 +183,57 @@ TEST_F(Act, AUniversesDecisionsAreEachSymbolsAlone) {
       << bad.err;
 }
 
+// --follow over rows of several instruments answers each instrument's rows as its window does,
+// each carrying its own position, each line naming its symbol; a followed file is first
+// answered at every instrument's latest bar.
+TEST_F(Act, FollowAnswersEachInstrumentsRowsAsItsWindowDoes) {
+  std::vector<data::Bars> instruments;
+  for (std::uint64_t s = 0; s < 3; ++s)
+    instruments.push_back(testing::fixture_bars(300 - 40 * s, m_seed % 1000 + 21 + s));
+  const std::vector<std::string> symbols = {"AAA", "BBB", "CCC"};
+  data::write_bars_csv(path("universe.csv"), instruments, symbols);
+  const testing::FixturePolicy p = testing::fixture_policies(instruments[0], m_seed)[1];
+  eval::write_policy(path("p.dqnpolicy"), p.file);
+  const std::string act = "act --weights " + path("p.dqnpolicy") + " --data ";
+  const Result streamed =
+      cli(act + "- --follow --position short", "cat " + path("universe.csv") + " | ");
+  ASSERT_EQ(streamed.code, 0) << streamed.err;
+  const std::vector<nlohmann::json> lines = json_lines(streamed.out);
+  for (std::size_t s = 0; s < symbols.size(); ++s) {
+    SCOPED_TRACE(symbols[s]);
+    std::vector<nlohmann::json> mine;
+    for (nlohmann::json line : lines) {
+      if (line.at("symbol") == symbols[s]) {
+        line.erase("symbol");
+        mine.push_back(line);
+      }
+    }
+    const Result window = cli(act + path("universe.csv") + " --json --position short --symbol " +
+                              symbols[s] + " --end " + std::to_string(instruments[s].size() - 1));
+    ASSERT_EQ(window.code, 0) << window.err;
+    const std::vector<nlohmann::json> expected = json_lines(window.out);
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(testing::expect_same_decisions(mine, expected, "stream"), expected.size());
+  }
+  // A followed file: one decision at each instrument's latest bar first.
+  const pid_t child =
+      testing::spawn_quiet("exec " + std::string(DQNTRADER_CLI_PATH) + " " + act +
+                           path("universe.csv") + " --follow >" + path("live.jsonl"));
+  auto written = [&] { return json_lines(slurp(path("live.jsonl"))); };
+  for (int i = 0; i < 3000 && written().size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(child, SIGTERM);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const std::vector<nlohmann::json> live = written();
+  ASSERT_EQ(live.size(), 3u);
+  for (std::size_t s = 0; s < symbols.size(); ++s) {
+    EXPECT_EQ(live[s]["symbol"], symbols[s]);
+    EXPECT_EQ(live[s]["bar"], instruments[s].size() - 1);
+  }
+}
+
 // --follow answers rows as they come, carrying the position: on standard input (it ends with
 // the input) and on a file it follows (a row appended later is answered, and SIGTERM ends it
 // with exit 0); the same decisions as the window.

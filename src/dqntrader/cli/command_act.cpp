@@ -356,46 +356,58 @@ Command add_act(CLI::App& app) {
       return;
     }
 
-    // --follow: the bars the decisions read are kept (warmup + 1), each new one decided at as
-    // soon as its row is complete, the position carried. A growing file is read as it is first
-    // (one decision at its latest bar), then followed; standard input and a FIFO answer every
-    // row as it comes, to their end.
+    // --follow: each instrument's bars its decisions read are kept (warmup + 1), each new one
+    // decided at as soon as its row is complete, the instrument's position carried (rows with a
+    // symbol column, none chosen: every instrument on its own, each line naming its symbol). A
+    // growing file is read as it is first (one decision at each instrument's latest bar), then
+    // followed; standard input and a FIFO answer every row as it comes, to their end.
     catch_stop_signals();
     if (r.data != "-" && data::is_bar_cache_path(r.data))
       throw InputError("--follow reads CSV rows; " + r.data + " is a .dqnbars cache");
     FollowedInput input(r.data);
-    data::CsvBarParser parser(r.data == "-" ? "standard input" : r.data, columns);
+    data::CsvBarParser parser(r.data == "-" ? "standard input" : r.data, columns, true);
     LineStream stream(input, parser);
-    std::size_t count = 0;        // bars read so far
-    std::size_t held = incoming;  // the position the next decision comes in with
+    std::vector<std::size_t> count;  // each instrument's bars read so far
+    std::vector<std::size_t> held;   // the position its next decision comes in with
     bool decided = false;
-    auto decide_latest = [&] {
-      const data::Bars& bars = parser.bars();
+    auto counted = [&] {  // the instrument of the bar just read, counted
+      const std::size_t s = parser.last_instrument();
+      if (count.size() <= s) {
+        count.resize(s + 1, 0);
+        held.resize(s + 1, incoming);
+      }
+      ++count[s];
+      return s;
+    };
+    auto decide_latest = [&](std::size_t s) {
+      const data::Bars& bars = parser.bars(s);
       data::check_feature_columns(policy.features, bars);
       if (bars.size() < warmup + 1)
         return;
-      const eval::Decision d = decisions.decide_latest(bars, held);
-      held = d.action;
+      const eval::Decision d = decisions.decide_latest(bars, held[s]);
+      held[s] = d.action;
       decided = true;
       std::string line;
-      append_record(line, d, count - 1, bars.timestamp_ms.back());
+      append_record(line, d, count[s] - 1, bars.timestamp_ms.back(), parser.symbol(s));
       write_stdout(line, true);
-      parser.keep_last(warmup);  // the bars the next decision reads, with the next one
+      parser.keep_last(warmup, s);  // the bars its next decision reads, with the next one
     };
     if (input.grows()) {
-      stream.pump(false, [&] { ++count; });
+      stream.pump(false, [&] { counted(); });
       parser.finish();
-      data::check_feature_columns(policy.features, parser.bars());
-      if (parser.bars().size() < warmup + 1)
-        throw eval::too_few_bars(parser.bars(), warmup);
-      decide_latest();
+      for (std::size_t s = 0; s < parser.instruments(); ++s) {
+        data::check_feature_columns(policy.features, parser.bars(s));
+        if (parser.bars(s).size() < warmup + 1)
+          throw eval::too_few_bars(parser.bars(s), warmup);
+        decide_latest(s);
+      }
     }
-    stream.pump(true, [&] {
-      ++count;
-      decide_latest();
-    });
-    if (!g_stop && !decided)
-      throw eval::too_few_bars(parser.bars(), warmup);
+    stream.pump(true, [&] { decide_latest(counted()); });
+    if (!g_stop && !decided) {
+      if (parser.instruments() == 0)
+        parser.finish();  // rows of a symbol column, none read: says so
+      throw eval::too_few_bars(parser.bars(parser.last_instrument()), warmup);
+    }
   };
   return command;
 }

@@ -387,8 +387,9 @@ class CsvBarParser::Impl {
   std::size_t m_row_index = 0;
 };
 
-CsvBarParser::CsvBarParser(const std::string& source, const BarSelection& selection)
-    : m_impl(std::make_unique<Impl>(source, selection)) {}
+CsvBarParser::CsvBarParser(const std::string& source, const BarSelection& selection,
+                           bool every_symbol)
+    : m_impl(std::make_unique<Impl>(source, selection, every_symbol)) {}
 
 CsvBarParser::~CsvBarParser() = default;
 
@@ -400,12 +401,27 @@ void CsvBarParser::finish() const {
   m_impl->finish();
 }
 
-const Bars& CsvBarParser::bars() const {
-  return m_impl->m_bars;
+std::size_t CsvBarParser::instruments() const {
+  return m_impl->m_every && m_impl->m_symbol ? m_impl->m_instruments.size() : 1;
 }
 
-void CsvBarParser::keep_last(std::size_t count) {
-  Bars& bars = m_impl->m_bars;
+const Bars& CsvBarParser::bars(std::size_t instrument) const {
+  return m_impl->m_every && m_impl->m_symbol ? m_impl->m_instruments.at(instrument)
+                                             : m_impl->m_bars;
+}
+
+const std::string& CsvBarParser::symbol(std::size_t instrument) const {
+  static const std::string none;
+  return m_impl->m_every && m_impl->m_symbol ? m_impl->m_seen.at(instrument) : none;
+}
+
+std::size_t CsvBarParser::last_instrument() const {
+  return m_impl->m_every && m_impl->m_symbol ? m_impl->m_row_index : 0;
+}
+
+void CsvBarParser::keep_last(std::size_t count, std::size_t instrument) {
+  Bars& bars =
+      m_impl->m_every && m_impl->m_symbol ? m_impl->m_instruments.at(instrument) : m_impl->m_bars;
   if (bars.size() <= count)
     return;
   bars = last_bars(bars, count);

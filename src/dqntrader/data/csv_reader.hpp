@@ -18,7 +18,10 @@ namespace dqntrader::data {
 /// act --follow` a stream.
 class CsvBarParser {
  public:
-  CsvBarParser(const std::string& source, const BarSelection& selection = {});
+  /// every_symbol: rows with a symbol column are read for every instrument, each on its own
+  /// (rather than the one selection.symbol chooses, or the file's one).
+  CsvBarParser(const std::string& source, const BarSelection& selection = {},
+               bool every_symbol = false);
   ~CsvBarParser();
   CsvBarParser(const CsvBarParser&) = delete;
   CsvBarParser& operator=(const CsvBarParser&) = delete;
@@ -27,11 +30,17 @@ class CsvBarParser {
   bool line(std::string_view text);
   /// InputError unless a header and at least one bar were read (the end of a file).
   void finish() const;
-  /// The bars read (those keep_last left).
-  const Bars& bars() const;
-  /// Drops all but the last count bars (a stream keeps what its decisions read); the next
-  /// bar is still checked against the last one read.
-  void keep_last(std::size_t count);
+  /// The instruments read so far: of every symbol's rows, one per symbol in the order they
+  /// first came (none before the first row), else one.
+  std::size_t instruments() const;
+  /// An instrument's bars (those keep_last left) and symbol (empty without every symbol's).
+  const Bars& bars(std::size_t instrument = 0) const;
+  const std::string& symbol(std::size_t instrument) const;
+  /// The instrument the last bar read went to.
+  std::size_t last_instrument() const;
+  /// Drops all but an instrument's last count bars (a stream keeps what its decisions read);
+  /// its next bar is still checked against the last one read.
+  void keep_last(std::size_t count, std::size_t instrument = 0);
   /// Lines taken so far.
   std::size_t lines() const;
 

@@ -155,8 +155,7 @@ Table act_table() {
   t.options = {
       weights_option(),
       data,
-      symbol_option("every instrument of the file, each on its own bars (with --follow: the "
-                    "file's one instrument)"),
+      symbol_option("every instrument of the file, each on its own bars"),
       option("start", Kind::text,
              "decide at every bar from this one (a bar index or an ISO-8601 timestamp) to " +
                  field("end") + ", carrying the position; default the latest bar alone",
