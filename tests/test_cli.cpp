@@ -374,6 +374,12 @@ TEST_F(Cli, BacktestOfAUniverseIsEachInstrumentsBacktestAlone) {
                                                  ": its columns (volume) differ from those of " +
                                                  path("S01.csv") + " (volume, ofi)"},
       {files + " --symbol S07", "--symbol S07: no instrument of the files ('S01', 'S02', 'S03')"}};
+  // Its cache holds the same universe.
+  ASSERT_EQ(run("cache --data " + path("universe.csv") + " --out " + path("universe.dqnbars")).code,
+            0);
+  const Result cached = run("backtest --data " + path("universe.dqnbars") + windows);
+  ASSERT_EQ(cached.code, 0) << cached.err;
+  EXPECT_EQ(json_file(path("files.json")), objects);
   fs::remove(path("files.json"));
   for (const auto& [arguments, message] : refused) {
     const Result r = run("backtest" + arguments + windows);
@@ -780,6 +786,11 @@ TEST_F(Cli, SynthWritesTheBinaryCacheToo) {
   const auto json_b = nlohmann::json::parse(b.out.substr(b.out.find('[')));
   EXPECT_EQ(json_a, json_b);  // the CSV keeps 17 digits: the same prices, the same metrics
   ASSERT_EQ(run("cache --data " + path("b.csv") + " --out " + path("c.dqnbars")).code, 0);
+  // A universe: synth's cache is the cache of its CSV file, byte for byte.
+  ASSERT_EQ(run("synth --bars 300 --seed 9 --symbols 3 --out " + path("u.dqnbars")).code, 0);
+  ASSERT_EQ(run("synth --bars 300 --seed 9 --symbols 3 --out " + path("u.csv")).code, 0);
+  ASSERT_EQ(run("cache --data " + path("u.csv") + " --out " + path("uc.dqnbars")).code, 0);
+  EXPECT_EQ(testing::slurp(path("u.dqnbars")), testing::slurp(path("uc.dqnbars")));
 }
 
 }  // namespace

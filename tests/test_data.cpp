@@ -376,9 +376,10 @@ std::string read_all(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-void expect_cache_error(const std::string& path, const std::string& phrase) {
+void expect_cache_error(const std::string& path, const std::string& phrase,
+                        const data::BarSelection& selection = {}) {
   try {
-    data::read_bar_cache(path);
+    data::read_bar_cache(path, selection);
     FAIL() << "accepted " << path;
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
@@ -405,6 +406,51 @@ TEST(BarCache, RejectsCorruptionTruncationAndForeignFiles) {
   expect_cache_error(dir.file("header_only.dqnbars", good.substr(0, 20)), "truncated");
   expect_cache_error(dir.file("appended.dqnbars", good + "x"), "appended");
   expect_cache_error(dir.file("foreign.dqnbars", "timestamp,open,high,low,close\n"), "bad magic");
+}
+
+// A universe's cache (version 2) holds each instrument as the CSV file does, on calendars of
+// their own: read whole, by symbol, and not as one instrument unless chosen; a panel of one
+// is the version 1 file byte for byte; a damaged one is refused as version 1 is.
+TEST(BarCache, HoldsAUniverseAsItsCsvFileDoes) {
+  TempDir dir;
+  data::SynthConfig config;
+  config.bars = 400;
+  config.seed = testing::test_seed();
+  config.symbols = 3;
+  data::SynthPanel made = data::synth_panel(config);
+  made.bars[1] = data::bars_between(made.bars[1], 50, 400);  // another calendar
+  data::write_bars_csv(dir.path("u.csv"), made.bars, made.symbols);
+  const data::Panel csv = data::read_panel_csv(dir.path("u.csv"));
+  data::write_bar_cache(dir.path("u.dqnbars"), csv);
+  const data::Panel cache = data::read_panel_cache(dir.path("u.dqnbars"));
+  ASSERT_EQ(cache.symbols, csv.symbols);
+  for (std::size_t i = 0; i < csv.size(); ++i) {
+    EXPECT_EQ(data::fingerprint(cache.instruments[i]), data::fingerprint(csv.instruments[i]));
+    EXPECT_EQ(cache.instruments[i].timestamp_ms, csv.instruments[i].timestamp_ms);
+    EXPECT_EQ(cache.instruments[i].source, dir.path("u.dqnbars") + "[" + csv.symbols[i] + "]");
+  }
+  // S02 begins later: its symbol comes last.
+  ASSERT_EQ(csv.symbols, (std::vector<std::string>{"S01", "S03", "S02"}));
+  data::BarSelection s02;
+  s02.symbol = "S02";
+  EXPECT_EQ(data::read_bar_cache(dir.path("u.dqnbars"), s02).close, made.bars[1].close);
+  s02.symbol = "S07";
+  expect_cache_error(dir.path("u.dqnbars"),
+                     "no instrument 'S07' (the cache holds 'S01', 'S03', 'S02')", s02);
+  expect_cache_error(dir.path("u.dqnbars"), "holds several instruments ('S01', 'S03', ...)");
+  // One instrument: version 1, as a cache of its bars.
+  data::write_bar_cache(dir.path("one.dqnbars"), data::Panel{{"S01"}, {csv.instruments[0]}});
+  data::write_bar_cache(dir.path("bars.dqnbars"), csv.instruments[0]);
+  EXPECT_EQ(read_all(dir.path("one.dqnbars")), read_all(dir.path("bars.dqnbars")));
+  const std::string good = read_all(dir.path("u.dqnbars"));
+  std::mt19937_64 rng(config.seed);
+  for (int trial = 0; trial < 10; ++trial) {
+    std::string bad = good;
+    const std::size_t at = 24 + rng() % (bad.size() - 32);  // the tables or the data
+    bad[at] = static_cast<char>(bad[at] ^ (1 << (rng() % 8)));
+    expect_cache_error(dir.file("flipped.dqnbars", bad), "");
+  }
+  expect_cache_error(dir.file("truncated.dqnbars", good.substr(0, good.size() - 100)), "truncated");
 }
 
 // --- synthetic data

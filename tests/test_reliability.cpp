@@ -508,7 +508,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, FailingWrites,
 
 // Every malformed file of the corpus, and broken caches, through the command: exit code 2, a
 // message that names the file (and the line and column in a CSV), and no output file. (A file
-// of several instruments is bad where one is read, as cache reads: backtest reads each.)
+// of several instruments is bad where one is read, as train reads: backtest reads each.)
 TEST_F(Reliability, EveryBadInputIsRejectedWithItsLocationAndNothingWritten) {
   std::size_t tried = 0;
   const std::string json = (m_dir / "metrics.json").string();
@@ -516,12 +516,12 @@ TEST_F(Reliability, EveryBadInputIsRejectedWithItsLocationAndNothingWritten) {
     const std::string path = (m_dir / (std::string(c.name) + ".csv")).string();
     std::ofstream(path, std::ios::binary) << c.content;
     const bool several = std::string(c.name) == "several_symbols_none_chosen";
-    const std::string cache = (m_dir / "bars.dqnbars").string();
-    EXPECT_EQ(cli(several ? "cache --data " + path + " --out " + cache
+    const std::string run = (m_dir / "run").string();
+    EXPECT_EQ(cli(several ? "train --data " + path + " --out " + run
                           : "backtest --data " + path + " --policy flat --json " + json),
               2)
         << c.name;
-    EXPECT_FALSE(fs::exists(cache)) << c.name;
+    EXPECT_FALSE(fs::exists(run + "/config.json")) << c.name;
     const std::string where =
         path + ":" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": ";
     EXPECT_NE(err().find(where), std::string::npos) << c.name << ": " << err();

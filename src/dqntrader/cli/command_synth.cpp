@@ -24,11 +24,10 @@ Command add_synth(CLI::App& app) {
     request::check_output("out", *out);
     const data::SynthPanel panel = data::synth_panel(r.config);
     if (panel.bars.size() > 1) {
-      if (data::is_bar_cache_path(*out)) {
-        throw InputError("--out " + *out + ": a .dqnbars cache holds one instrument; " +
-                         std::to_string(panel.bars.size()) + " instruments are written as .csv");
-      }
-      data::write_bars_csv(*out, panel.bars, panel.symbols);
+      if (data::is_bar_cache_path(*out))
+        data::write_bar_cache(*out, data::Panel{panel.symbols, panel.bars});
+      else
+        data::write_bars_csv(*out, panel.bars, panel.symbols);
     } else if (data::is_bar_cache_path(*out)) {
       data::write_bar_cache(*out, panel.bars.front());
     } else {
@@ -50,8 +49,10 @@ Command add_cache(CLI::App& app) {
   };
   auto options = std::make_shared<Options>();
   Command command;
-  command.app =
-      app.add_subcommand("cache", "convert a CSV bar file into the binary cache (.dqnbars)");
+  command.app = app.add_subcommand(
+      "cache",
+      "convert a CSV bar file into the binary cache (.dqnbars): every instrument of a file of "
+      "several, unless --symbol chooses one");
   CLI::App* c = command.app;
   c->add_option("--data", options->data, "CSV bar file")->required();
   c->add_option("--out", options->out, "cache file to write (.dqnbars)")->required();
@@ -62,16 +63,23 @@ Command add_cache(CLI::App& app) {
                 "keep extra columns whose names start with this")
       ->delimiter(',');
   c->add_option("--symbol", options->columns.symbol,
-                "the instrument to keep of a CSV file of several (one with a symbol column)");
+                "the instrument to keep of a CSV file of several (one with a symbol column); "
+                "default every instrument");
   command.run = [options](const ExecSpace&) {
     data::check_symbol("symbol", options->columns.symbol);
     if (!data::is_bar_cache_path(options->out))
       throw InputError("--out must end in .dqnbars");
     request::check_input("data", options->data);
     request::check_output("out", options->out);
-    const data::Bars bars = data::read_bars_csv(options->data, options->columns);
-    data::write_bar_cache(options->out, bars);
-    std::cerr << "dqntrader cache: wrote " << bars.size() << " bars to " << options->out << "\n";
+    const data::Panel panel = data::read_panel_csv(options->data, options->columns);
+    data::write_bar_cache(options->out, panel);
+    std::size_t bars = 0;
+    for (const data::Bars& instrument : panel.instruments)
+      bars += instrument.size();
+    std::cerr << "dqntrader cache: wrote " << bars << " bars"
+              << (panel.size() > 1 ? " of " + std::to_string(panel.size()) + " instruments"
+                                   : std::string())
+              << " to " << options->out << "\n";
   };
   return command;
 }

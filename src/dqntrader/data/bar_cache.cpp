@@ -21,7 +21,8 @@ namespace dqntrader::data {
 namespace {
 
 constexpr char magic[8] = {'D', 'Q', 'N', 'B', 'A', 'R', 'S', '\0'};
-constexpr std::uint32_t version = 1;
+constexpr std::uint32_t version = 1;        // one instrument
+constexpr std::uint32_t panel_version = 2;  // several: a table of their symbols and bars
 enum Kind : std::uint8_t { int64_kind = 0, float64_kind = 1 };
 
 struct ColumnRef {
@@ -42,7 +43,20 @@ bool is_bar_cache_path(const std::string& path) {
          path.compare(path.size() - extension.size(), extension.size(), extension) == 0;
 }
 
-void write_bar_cache(const std::string& path, const Bars& bars) {
+namespace {
+
+// The columns an instrument holds beyond the required ones, for comparing and messages.
+std::string column_set(const Bars& bars) {
+  std::string text = bars.has_volume() ? "volume" : "";
+  if (bars.has_ofi())
+    text += std::string(text.empty() ? "" : ", ") + "ofi";
+  for (const NamedColumn& c : bars.extra)
+    text += (text.empty() ? "" : ", ") + c.name;
+  return text.empty() ? "none beyond the prices" : text;
+}
+
+// The columns of an instrument, in the cache's order.
+std::vector<ColumnRef> columns_of(const Bars& bars) {
   std::vector<ColumnRef> columns = {{"timestamp_ms", int64_kind, bars.timestamp_ms.data()},
                                     {"open", float64_kind, bars.open.data()},
                                     {"high", float64_kind, bars.high.data()},
@@ -54,15 +68,40 @@ void write_bar_cache(const std::string& path, const Bars& bars) {
     columns.push_back({"ofi", float64_kind, bars.ofi.data()});
   for (const NamedColumn& c : bars.extra)
     columns.push_back({c.name, float64_kind, c.values.data()});
+  return columns;
+}
 
+// Version 1 holds one instrument (symbols empty); version 2 several, each column holding
+// every instrument's bars in turn.
+void write_cache(const std::string& path, const std::vector<const Bars*>& instruments,
+                 const std::vector<std::string>& symbols) {
+  const Bars& first = *instruments.front();
+  std::uint64_t total = 0;
+  for (const Bars* bars : instruments) {
+    if (column_set(*bars) != column_set(first)) {
+      throw InputError(bars->source + ": its columns (" + column_set(*bars) +
+                       ") differ from those of " + first.source + " (" + column_set(first) +
+                       "): the instruments of a cache hold the same columns");
+    }
+    total += bars->size();
+  }
+  const std::vector<ColumnRef> columns = columns_of(first);
   std::string header(magic, 8);
-  io::put(header, version);
+  io::put(header, symbols.empty() ? version : panel_version);
   io::put(header, static_cast<std::uint32_t>(columns.size()));
-  io::put(header, static_cast<std::uint64_t>(bars.size()));
+  io::put(header, total);
   for (const ColumnRef& c : columns) {
     io::put(header, static_cast<std::uint16_t>(c.name.size()));
     header += c.name;
     io::put(header, static_cast<std::uint8_t>(c.kind));
+  }
+  if (!symbols.empty()) {
+    io::put(header, static_cast<std::uint32_t>(symbols.size()));
+    for (std::size_t s = 0; s < symbols.size(); ++s) {
+      io::put(header, static_cast<std::uint16_t>(symbols[s].size()));
+      header += symbols[s];
+      io::put(header, static_cast<std::uint64_t>(instruments[s]->size()));
+    }
   }
   header.resize((header.size() + 7) / 8 * 8, '\0');
 
@@ -70,17 +109,37 @@ void write_bar_cache(const std::string& path, const Bars& bars) {
   io::AtomicFile file(path);
   file.write(header.data(), header.size());
   hasher.update(header.data(), header.size());
-  const std::size_t column_bytes = bars.size() * 8;
-  for (const ColumnRef& c : columns) {
-    file.write(c.data, column_bytes);
-    hasher.update(c.data, column_bytes);
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    for (const Bars* bars : instruments) {
+      const void* data = columns_of(*bars)[c].data;
+      const std::size_t bytes = bars->size() * 8;
+      file.write(data, bytes);
+      hasher.update(data, bytes);
+    }
   }
   const std::uint64_t checksum = hasher.digest();
   file.write(&checksum, sizeof checksum);
   file.commit();
 }
 
-Bars read_bar_cache(const std::string& path, const BarSelection& selection) {
+}  // namespace
+
+void write_bar_cache(const std::string& path, const Bars& bars) {
+  write_cache(path, {&bars}, {});
+}
+
+void write_bar_cache(const std::string& path, const Panel& panel) {
+  if (panel.size() == 1) {
+    write_cache(path, {&panel.instruments.front()}, {});
+    return;
+  }
+  std::vector<const Bars*> instruments;
+  for (const Bars& bars : panel.instruments)
+    instruments.push_back(&bars);
+  write_cache(path, instruments, panel.symbols);
+}
+
+Panel read_panel_cache(const std::string& path, const BarSelection& selection) {
   auto fail = [&](const std::string& what) -> void { throw InputError(path, 0, 0, what); };
   io::check_input_file(path);
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
@@ -111,9 +170,10 @@ Bars read_bar_cache(const std::string& path, const BarSelection& selection) {
   std::uint32_t got_version = 0, column_count = 0;
   std::uint64_t bar_count = 0;
   read(&got_version, 4, "the header");
-  if (got_version != version) {
+  if (got_version != version && got_version != panel_version) {
     fail("bar cache version " + std::to_string(got_version) +
-         " is not supported (this build reads " + std::to_string(version) + ")");
+         " is not supported (this build reads " + std::to_string(version) + " and " +
+         std::to_string(panel_version) + ")");
   }
   read(&column_count, 4, "the header");
   read(&bar_count, 8, "the header");
@@ -132,6 +192,33 @@ Bars read_bar_cache(const std::string& path, const BarSelection& selection) {
     read(c.name.data(), length, "the column table");
     read(&c.kind, 1, "the column table");
     header_bytes += 3 + length;
+  }
+  // Version 2: the instruments, each a symbol and its bars, in the columns' order.
+  std::vector<std::string> symbols;
+  std::vector<std::uint64_t> counts;
+  if (got_version == panel_version) {
+    std::uint32_t instruments = 0;
+    read(&instruments, 4, "the instrument table");
+    header_bytes += 4;
+    if (instruments == 0 || instruments > bar_count)
+      fail("corrupted bar cache: implausible instrument count");
+    std::uint64_t sum = 0;
+    for (std::uint32_t i = 0; i < instruments; ++i) {
+      std::uint16_t length = 0;
+      read(&length, 2, "the instrument table");
+      std::string symbol(length, '\0');
+      read(symbol.data(), length, "the instrument table");
+      std::uint64_t count = 0;
+      read(&count, 8, "the instrument table");
+      header_bytes += 10 + length;
+      if (symbol.empty() || count == 0 || count > bar_count - sum)
+        fail("corrupted bar cache: instrument " + std::to_string(i + 1) + " of its table");
+      sum += count;
+      symbols.push_back(std::move(symbol));
+      counts.push_back(count);
+    }
+    if (sum != bar_count)
+      fail("corrupted bar cache: its instruments' bars do not add up to its bars");
   }
   const std::uint64_t padding = (8 - header_bytes % 8) % 8;
   unsigned char pad[8];
@@ -203,8 +290,43 @@ Bars read_bar_cache(const std::string& path, const BarSelection& selection) {
     if (!found)
       fail("selected feature column '" + wanted + "' is not in the cache");
   }
-  check_bars(bars);
-  return bars;
+  Panel panel;
+  if (symbols.empty()) {
+    check_bars(bars);
+    panel.symbols.emplace_back();
+    panel.instruments.push_back(std::move(bars));
+    return panel;
+  }
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    const std::size_t count = static_cast<std::size_t>(counts[i]);
+    if (selection.symbol.empty() || selection.symbol == symbols[i]) {
+      Bars one = bars_between(bars, at, at + count);
+      one.source = path + "[" + symbols[i] + "]";  // what later messages name
+      check_bars(one);
+      panel.symbols.push_back(symbols[i]);
+      panel.instruments.push_back(std::move(one));
+    }
+    at += count;
+  }
+  if (panel.instruments.empty()) {
+    std::string held;
+    for (std::size_t i = 0; i < symbols.size() && i < 8; ++i)
+      held += (i > 0 ? ", '" : "'") + symbols[i] + "'";
+    fail("no instrument '" + selection.symbol + "' (the cache holds " + held +
+         (symbols.size() > 8 ? " and " + std::to_string(symbols.size() - 8) + " more" : "") + ")");
+  }
+  return panel;
+}
+
+Bars read_bar_cache(const std::string& path, const BarSelection& selection) {
+  Panel panel = read_panel_cache(path, selection);
+  if (panel.size() > 1) {
+    throw InputError(path, 0, 0,
+                     "the cache holds several instruments ('" + panel.symbols[0] + "', '" +
+                         panel.symbols[1] + "', ...): choose one with " + field("symbol"));
+  }
+  return std::move(panel.instruments.front());
 }
 
 Bars load_bars(const std::string& path, const BarSelection& selection) {
@@ -212,27 +334,9 @@ Bars load_bars(const std::string& path, const BarSelection& selection) {
 }
 
 Panel load_panel(const std::string& path, const BarSelection& selection) {
-  if (!is_bar_cache_path(path))
-    return read_panel_csv(path, selection);
-  Panel panel;
-  panel.symbols.emplace_back();
-  panel.instruments.push_back(read_bar_cache(path, selection));
-  return panel;
+  return is_bar_cache_path(path) ? read_panel_cache(path, selection)
+                                 : read_panel_csv(path, selection);
 }
-
-namespace {
-
-// The columns an instrument holds beyond the required ones, for comparing and messages.
-std::string column_set(const Bars& bars) {
-  std::string text = bars.has_volume() ? "volume" : "";
-  if (bars.has_ofi())
-    text += std::string(text.empty() ? "" : ", ") + "ofi";
-  for (const NamedColumn& c : bars.extra)
-    text += (text.empty() ? "" : ", ") + c.name;
-  return text.empty() ? "none beyond the prices" : text;
-}
-
-}  // namespace
 
 Panel load_panel(const std::vector<std::string>& paths, const BarSelection& selection) {
   if (paths.size() == 1)

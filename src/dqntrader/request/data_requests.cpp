@@ -20,9 +20,10 @@ Table synth_table() {
   bars.least = 2;
   bars.most = std::size_t{1} << 30;
   Option symbols = option("symbols", Kind::whole,
-                          "instruments: more than 1 writes a CSV file with a symbol column (S01, "
-                          "S02, ...) of instruments sharing a common factor, the first half with "
-                          "a planted ofi signal of falling strength, the others none",
+                          "instruments: more than 1 writes a universe (a CSV file with a symbol "
+                          "column, or a .dqnbars cache of several) of instruments S01, S02, ... "
+                          "sharing a common factor, the first half with a planted ofi signal of "
+                          "falling strength, the others none",
                           "0", std::to_string(d.symbols));
   symbols.least = 1;
   symbols.most = 100000;
