@@ -408,6 +408,21 @@ std::string report_run(const py::dict& arguments, py::object log) {
   return r.out;
 }
 
+// Instruments held in memory (by symbol), or, when none are, every instrument of the data's
+// files (the one columns.symbol chooses, when given): what backtest and act decide on.
+template <class Files>
+data::Panel panel_of(const std::vector<std::pair<std::string, BarsPtr>>& in_memory,
+                     const Files& files, const data::BarSelection& columns) {
+  if (in_memory.empty())
+    return data::load_panel(files, columns);
+  data::Panel panel;
+  for (const auto& [symbol, bars] : in_memory) {
+    panel.symbols.push_back(symbol);
+    panel.instruments.push_back(*bars);
+  }
+  return panel;
+}
+
 // ---- backtests ------------------------------------------------------------------------------
 
 // A backtest (request::backtest_request) of instruments held in memory (by symbol; one of an
@@ -421,13 +436,7 @@ py::dict backtest(const std::vector<std::pair<std::string, BarsPtr>>& in_memory,
   r.run.paths = true;
   eval::BacktestPolicies files = eval::read_backtest_policies(r.weights);
   files.columns.symbol = r.symbol;
-  data::Panel panel;
-  for (const auto& [symbol, bars] : in_memory) {
-    panel.symbols.push_back(symbol);
-    panel.instruments.push_back(*bars);
-  }
-  if (in_memory.empty())
-    panel = data::load_panel(r.data, files.columns);
+  const data::Panel panel = panel_of(in_memory, r.data, files.columns);
   const std::vector<eval::BacktestResult> results =
       run_released([&](const ExecSpace& space, StopCheck&) {
         return eval::run_backtest(space, panel, files, r.run);
@@ -494,13 +503,7 @@ py::dict act(const Policy& policy, const std::vector<std::pair<std::string, Bars
   data::BarSelection columns;
   columns.names = file.features.extra;
   columns.symbol = r.symbol;
-  data::Panel panel;
-  for (const auto& [symbol, bars] : in_memory) {
-    panel.symbols.push_back(symbol);
-    panel.instruments.push_back(*bars);
-  }
-  if (in_memory.empty())
-    panel = data::load_panel(r.data, columns);
+  const data::Panel panel = panel_of(in_memory, r.data, columns);
   const std::vector<std::vector<eval::Decision>> made =
       run_released([&](const ExecSpace& space, StopCheck&) {
         eval::PolicyDecisions decisions(space, file.network, file.features, file.stats,

@@ -42,6 +42,20 @@ class Act : public testing::CommandTest {
  protected:
   Act() : CommandTest("act") {}
 
+  // A universe of instruments AAA, BBB and CCC of bars, bars - shorter and bars - 2 shorter
+  // fixture bars (from seed on), written to universe.csv, and a fixture policy of the first's
+  // features written to p.dqnpolicy.
+  std::vector<data::Bars> write_universe(std::size_t bars, std::size_t shorter,
+                                         std::uint64_t seed) {
+    std::vector<data::Bars> instruments;
+    for (std::uint64_t s = 0; s < 3; ++s)
+      instruments.push_back(testing::fixture_bars(bars - shorter * s, seed + s));
+    data::write_bars_csv(path("universe.csv"), instruments, {"AAA", "BBB", "CCC"});
+    eval::write_policy(path("p.dqnpolicy"),
+                       testing::fixture_policies(instruments[0], m_seed)[1].file);
+    return instruments;
+  }
+
   Result oracle(const std::string& arguments) const {
     return shell(std::string(DQNTRADER_ORACLE_PYTHON3) + " " + DQNTRADER_POLICY_ORACLE + " " +
                  arguments);
@@ -141,13 +155,8 @@ TEST_F(Act, AWindowsPositionsAreTheBacktests) {
 // coming in with the position given, led by its symbol: at the latest bars, over a window cut
 // at the same time (the instruments on calendars of their own), in JSON and in the table.
 TEST_F(Act, AUniversesDecisionsAreEachSymbolsAlone) {
-  std::vector<data::Bars> instruments;
-  for (std::uint64_t s = 0; s < 3; ++s)
-    instruments.push_back(testing::fixture_bars(900 - 100 * s, m_seed % 1000 + 11 + s));
+  const std::vector<data::Bars> instruments = write_universe(900, 100, m_seed % 1000 + 11);
   const std::vector<std::string> symbols = {"AAA", "BBB", "CCC"};
-  data::write_bars_csv(path("universe.csv"), instruments, symbols);
-  const testing::FixturePolicy p = testing::fixture_policies(instruments[0], m_seed)[1];
-  eval::write_policy(path("p.dqnpolicy"), p.file);
   const std::string act = "act --weights " + path("p.dqnpolicy") + " --data " +
                           path("universe.csv") + " --position long";
   // The same time: the 650th bar of the shortest instrument.
@@ -187,13 +196,8 @@ TEST_F(Act, AUniversesDecisionsAreEachSymbolsAlone) {
 // each carrying its own position, each line naming its symbol; a followed file is first
 // answered at every instrument's latest bar.
 TEST_F(Act, FollowAnswersEachInstrumentsRowsAsItsWindowDoes) {
-  std::vector<data::Bars> instruments;
-  for (std::uint64_t s = 0; s < 3; ++s)
-    instruments.push_back(testing::fixture_bars(300 - 40 * s, m_seed % 1000 + 21 + s));
+  const std::vector<data::Bars> instruments = write_universe(300, 40, m_seed % 1000 + 21);
   const std::vector<std::string> symbols = {"AAA", "BBB", "CCC"};
-  data::write_bars_csv(path("universe.csv"), instruments, symbols);
-  const testing::FixturePolicy p = testing::fixture_policies(instruments[0], m_seed)[1];
-  eval::write_policy(path("p.dqnpolicy"), p.file);
   const std::string act = "act --weights " + path("p.dqnpolicy") + " --data ";
   const Result streamed =
       cli(act + "- --follow --position short", "cat " + path("universe.csv") + " | ");

@@ -305,7 +305,7 @@ TEST_F(Cli, BacktestOfAUniverseIsEachInstrumentsBacktestAlone) {
     return out;
   };
   universe.bars[1] = keep(universe.bars[1], [](std::size_t t) { return t % 7 != 3; });
-  universe.bars[2] = keep(universe.bars[2], [](std::size_t t) { return t < 600; });
+  universe.bars[2] = data::first_bars(universe.bars[2], 600);
   data::write_bars_csv(path("universe.csv"), universe.bars, universe.symbols);
   const data::Bars& first = universe.bars[0];
   const std::string start = data::format_iso8601_ms(first.timestamp_ms[100]).substr(0, 10);

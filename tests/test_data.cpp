@@ -280,22 +280,29 @@ TEST(Synthetic, AUniverseSharesAFactorAndPlantsTheSignalInItsFirstHalf) {
 
 // --- bad CSV files: every case names its file, line and column ------------------------------
 
-class CsvRejects : public ::testing::TestWithParam<testing::BadCase> {};
+class CsvRejects : public ::testing::TestWithParam<testing::BadCase> {
+ protected:
+  // read(path) refuses the case's file at its line and column, saying what.
+  template <class Read>
+  void expect_refused(const testing::BadCase& c, const std::string& path, Read&& read) {
+    try {
+      read(path);
+      FAIL() << "accepted " << c.name;
+    } catch (const InputError& e) {
+      const std::string where =
+          path + ":" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": ";
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(where, 0), 0u) << "message: " << what << "\nexpected prefix: " << where;
+      EXPECT_NE(what.find(c.message), std::string::npos) << "message: " << what;
+    }
+  }
+};
 
 TEST_P(CsvRejects, WithFileLineAndColumn) {
   const testing::BadCase& c = GetParam();
   TempDir dir;
   const std::string path = dir.file(std::string(c.name) + ".csv", c.content);
-  try {
-    data::read_bars_csv(path);
-    FAIL() << "accepted " << c.name;
-  } catch (const InputError& e) {
-    const std::string where =
-        path + ":" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": ";
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind(where, 0), 0u) << "message: " << what << "\nexpected prefix: " << where;
-    EXPECT_NE(what.find(c.message), std::string::npos) << "message: " << what;
-  }
+  expect_refused(c, path, [](const std::string& p) { data::read_bars_csv(p); });
 }
 
 // Read as a panel, every bad file is refused at the same spot, but the file of several
@@ -308,16 +315,7 @@ TEST_P(CsvRejects, AsAPanelToo) {
     EXPECT_EQ(data::read_panel_csv(path).symbols, (std::vector<std::string>{"AAA", "BBB"}));
     return;
   }
-  try {
-    data::read_panel_csv(path);
-    FAIL() << "accepted " << c.name;
-  } catch (const InputError& e) {
-    const std::string where =
-        path + ":" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": ";
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind(where, 0), 0u) << "message: " << what << "\nexpected prefix: " << where;
-    EXPECT_NE(what.find(c.message), std::string::npos) << "message: " << what;
-  }
+  expect_refused(c, path, [](const std::string& p) { data::read_panel_csv(p); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, CsvRejects, ::testing::ValuesIn(testing::bad_csv_corpus()),

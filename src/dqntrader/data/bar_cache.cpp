@@ -85,12 +85,14 @@ void write_cache(const std::string& path, const std::vector<const Bars*>& instru
     }
     total += bars->size();
   }
-  const std::vector<ColumnRef> columns = columns_of(first);
+  std::vector<std::vector<ColumnRef>> columns;  // each instrument's
+  for (const Bars* bars : instruments)
+    columns.push_back(columns_of(*bars));
   std::string header(magic, 8);
   io::put(header, symbols.empty() ? version : panel_version);
-  io::put(header, static_cast<std::uint32_t>(columns.size()));
+  io::put(header, static_cast<std::uint32_t>(columns.front().size()));
   io::put(header, total);
-  for (const ColumnRef& c : columns) {
+  for (const ColumnRef& c : columns.front()) {
     io::put(header, static_cast<std::uint16_t>(c.name.size()));
     header += c.name;
     io::put(header, static_cast<std::uint8_t>(c.kind));
@@ -109,12 +111,11 @@ void write_cache(const std::string& path, const std::vector<const Bars*>& instru
   io::AtomicFile file(path);
   file.write(header.data(), header.size());
   hasher.update(header.data(), header.size());
-  for (std::size_t c = 0; c < columns.size(); ++c) {
-    for (const Bars* bars : instruments) {
-      const void* data = columns_of(*bars)[c].data;
-      const std::size_t bytes = bars->size() * 8;
-      file.write(data, bytes);
-      hasher.update(data, bytes);
+  for (std::size_t c = 0; c < columns.front().size(); ++c) {
+    for (std::size_t i = 0; i < instruments.size(); ++i) {
+      const std::size_t bytes = instruments[i]->size() * 8;
+      file.write(columns[i][c].data, bytes);
+      hasher.update(columns[i][c].data, bytes);
     }
   }
   const std::uint64_t checksum = hasher.digest();

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "dqntrader/core/error.hpp"
+
 namespace dqntrader::data {
 
 /// A numeric column beyond the required ones, used as a model feature.
@@ -39,6 +41,21 @@ struct Panel {
 
   std::size_t size() const { return instruments.size(); }
 };
+
+/// Calls f(bars) for every instrument of panel in order. Of a panel of several, an InputError
+/// f throws that does not name the instrument's source ("path[symbol]") is prefixed with it.
+template <class F>
+void for_each_instrument(const Panel& panel, F&& f) {
+  for (const Bars& bars : panel.instruments) {
+    try {
+      f(bars);
+    } catch (const InputError& e) {
+      if (panel.size() == 1 || std::string(e.what()).rfind(bars.source + ":", 0) == 0)
+        throw;  // one instrument, or a message that names it
+      throw InputError(bars.source + ": " + e.what());
+    }
+  }
+}
 
 /// The first count bars of bars (all of them when count is larger), every column cut alike.
 Bars first_bars(const Bars& bars, std::size_t count);

@@ -115,7 +115,7 @@ class CsvBarParser::Impl {
           m_line + 1, 1,
           "no rows of symbol '" + m_selection.symbol + "' (the file holds " + seen_symbols() + ")");
     }
-    if ((m_every && m_symbol ? m_instruments.size() : m_bars.size()) == 0)
+    if ((panel() ? m_instruments.size() : m_bars.size()) == 0)
       fail(m_line + 1, 1, "no data rows after the header");
   }
 
@@ -172,8 +172,10 @@ class CsvBarParser::Impl {
     return true;
   }
 
-  // The instrument the row being read adds to.
-  Bars& target() { return m_every && m_symbol ? m_instruments[m_row_index] : m_bars; }
+  // Whether every symbol's rows are read on their own: asked for, and the file has the column.
+  bool panel() const { return m_every && m_symbol.has_value(); }
+  // An instrument's bars: of a panel, each symbol's; else the one instrument's.
+  Bars& instrument(std::size_t i) { return panel() ? m_instruments.at(i) : m_bars; }
 
   void header(const std::vector<Field>& fields, std::size_t line) {
     m_names.clear();
@@ -324,7 +326,7 @@ class CsvBarParser::Impl {
         return false;
       m_row_symbol = fields[*m_symbol].text;
     }
-    Bars& bars = target();
+    Bars& bars = instrument(m_row_index);  // the instrument the row adds to
     const std::int64_t ms = timestamp(fields[m_timestamp], line);
     if (!bars.timestamp_ms.empty() && ms <= bars.timestamp_ms.back()) {
       fail(line, fields[m_timestamp].column,
@@ -402,26 +404,24 @@ void CsvBarParser::finish() const {
 }
 
 std::size_t CsvBarParser::instruments() const {
-  return m_impl->m_every && m_impl->m_symbol ? m_impl->m_instruments.size() : 1;
+  return m_impl->panel() ? m_impl->m_instruments.size() : 1;
 }
 
 const Bars& CsvBarParser::bars(std::size_t instrument) const {
-  return m_impl->m_every && m_impl->m_symbol ? m_impl->m_instruments.at(instrument)
-                                             : m_impl->m_bars;
+  return m_impl->instrument(instrument);
 }
 
 const std::string& CsvBarParser::symbol(std::size_t instrument) const {
   static const std::string none;
-  return m_impl->m_every && m_impl->m_symbol ? m_impl->m_seen.at(instrument) : none;
+  return m_impl->panel() ? m_impl->m_seen.at(instrument) : none;
 }
 
 std::size_t CsvBarParser::last_instrument() const {
-  return m_impl->m_every && m_impl->m_symbol ? m_impl->m_row_index : 0;
+  return m_impl->m_row_index;  // 0 but in a panel
 }
 
 void CsvBarParser::keep_last(std::size_t count, std::size_t instrument) {
-  Bars& bars =
-      m_impl->m_every && m_impl->m_symbol ? m_impl->m_instruments.at(instrument) : m_impl->m_bars;
+  Bars& bars = m_impl->instrument(instrument);
   if (bars.size() <= count)
     return;
   bars = last_bars(bars, count);
@@ -460,7 +460,7 @@ Panel read_panel_csv(const std::string& path, const BarSelection& selection) {
   CsvBarParser::Impl parser(path, selection, true);
   parse_file(path, parser);
   Panel panel;
-  if (parser.m_every && parser.m_symbol) {
+  if (parser.panel()) {
     panel.symbols = std::move(parser.m_seen);
     panel.instruments = std::move(parser.m_instruments);
   } else {

@@ -134,15 +134,9 @@ std::vector<BacktestResult> run_backtest(const ExecSpace& space, const data::Pan
                                          const BacktestPolicies& policies,
                                          const BacktestRequest& request) {
   std::vector<BacktestResult> results;
-  for (const data::Bars& bars : panel.instruments) {
-    try {
-      results.push_back(run_backtest(space, bars, policies, request));
-    } catch (const InputError& e) {
-      if (panel.size() == 1 || std::string(e.what()).rfind(bars.source + ":", 0) == 0)
-        throw;  // one instrument, or a message that names it
-      throw InputError(bars.source + ": " + e.what());
-    }
-  }
+  data::for_each_instrument(panel, [&](const data::Bars& bars) {
+    results.push_back(run_backtest(space, bars, policies, request));
+  });
   return results;
 }
 

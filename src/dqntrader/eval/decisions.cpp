@@ -84,17 +84,11 @@ std::vector<std::vector<Decision>> PolicyDecisions::decide(const data::Panel& pa
                                                            const std::string& to,
                                                            std::size_t incoming) const {
   std::vector<std::vector<Decision>> made;
-  for (const data::Bars& bars : panel.instruments) {
-    try {
-      data::check_feature_columns(m_features, bars);
-      const DecisionWindow w = decision_window(bars, warmup(), from, to);
-      made.push_back(decide(bars, w.first, w.last, incoming));
-    } catch (const InputError& e) {
-      if (panel.size() == 1 || std::string(e.what()).rfind(bars.source + ":", 0) == 0)
-        throw;  // one instrument, or a message that names it
-      throw InputError(bars.source + ": " + e.what());
-    }
-  }
+  data::for_each_instrument(panel, [&](const data::Bars& bars) {
+    data::check_feature_columns(m_features, bars);
+    const DecisionWindow w = decision_window(bars, warmup(), from, to);
+    made.push_back(decide(bars, w.first, w.last, incoming));
+  });
   return made;
 }
 
